@@ -1,0 +1,31 @@
+/* codegen.h: lowering a state to code. Bound inference for attached stages, guards for uneven
+ * splits, local buffers for cache stages, OpenMP for parallel loops, simd/unroll pragmas.
+ * The same walk prints the TensorIR-like text of cwm_state_print (declared in state.h). */
+#ifndef CWM_CODEGEN_H
+#define CWM_CODEGEN_H
+
+#include "cwm/state.h"
+#include "cwm/measure.h"
+
+typedef struct {
+  int reference;        /* straightforward kernel, double accumulation (initial state only) */
+  const char *fn_name;  /* name of the typed function; default "cwm_k_<hash>" */
+} cwm_codegen_opts;
+
+typedef struct {
+  char *body;                        /* C fragment: typed function + `void <entry>(float *const *args)` */
+  char fn[80];                       /* typed function: void fn(const float *restrict A, ..., float *restrict out) */
+  char entry[96];                    /* wrapper taking args[] */
+  int nargs;                         /* inputs in workload order, then the output */
+  long arg_len[CWM_MAX_ARGS];
+  char arg_name[CWM_MAX_ARGS][CWM_MAX_NAME];
+  int arg_tid[CWM_MAX_ARGS];
+  long red_len;                      /* longest reduction in the workload (check tolerance) */
+} cwm_kernel;
+
+int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *out, cwm_err *err);
+void cwm_kernel_free(cwm_kernel *k);
+/* The kernel as a measure candidate (pointers into k). */
+void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c);
+
+#endif

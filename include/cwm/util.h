@@ -1,0 +1,76 @@
+/* util.h: errors as values, growable strings, hashing, small helpers shared by every part.
+ * Library code never prints or exits: it returns a status and fills a cwm_err the caller owns. */
+#ifndef CWM_UTIL_H
+#define CWM_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+#define CWM_VERSION "0.1.0"
+
+/* Error kinds double as the command line's exit codes (documented in `cwm --help`). */
+typedef enum {
+  CWM_OK = 0,
+  CWM_EUSAGE = 2,     /* bad command line */
+  CWM_EPARSE = 3,     /* malformed workload / op spec / step line */
+  CWM_ESTEP = 4,      /* a schedule step does not fit the state */
+  CWM_EIO = 5,        /* file cannot be read or written */
+  CWM_ECOMPILER = 6,  /* C compiler missing or failing for reasons not of the candidate */
+  CWM_EMEASURE = 7,   /* runner infrastructure failed */
+  CWM_ENOSCHED = 8,   /* no candidate could be scheduled or measured */
+  CWM_EMODEL = 9,     /* model file missing, corrupt or of another version */
+  CWM_EDEP = 10,      /* runtime dependency (xgboost, openblas) missing */
+  CWM_EINTERNAL = 70
+} cwm_status;
+
+typedef struct {
+  cwm_status code;
+  char msg[512];
+} cwm_err;
+
+/* Sets err (if not NULL) and returns code, so `return cwm_fail(err, CWM_EPARSE, "...")` reads well. */
+int cwm_fail(cwm_err *err, cwm_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Growable NUL-terminated string buffer. */
+typedef struct {
+  char *s;
+  size_t len, cap;
+} cwm_buf;
+
+void cwm_buf_init(cwm_buf *b);
+void cwm_buf_free(cwm_buf *b);
+void cwm_buf_putc(cwm_buf *b, char c);
+void cwm_buf_puts(cwm_buf *b, const char *s);
+void cwm_buf_printf(cwm_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cwm_buf_vprintf(cwm_buf *b, const char *fmt, va_list ap);
+void cwm_buf_indent(cwm_buf *b, int depth);
+/* Takes ownership of the string; the buffer is left empty. */
+char *cwm_buf_take(cwm_buf *b);
+
+/* 64-bit FNV-1a; hex form is 16 lowercase digits plus NUL. */
+uint64_t cwm_hash64(const void *data, size_t n);
+void cwm_hash_hex(uint64_t h, char out[17]);
+
+/* Deterministic PRNG (splitmix64 seeded xorshift). */
+typedef struct { uint64_t s; } cwm_rng;
+void cwm_rng_seed(cwm_rng *r, uint64_t seed);
+uint64_t cwm_rng_next(cwm_rng *r);
+int cwm_rng_int(cwm_rng *r, int n); /* uniform in [0, n) */
+double cwm_rng_unit(cwm_rng *r);    /* uniform in [0, 1) */
+
+double cwm_now(void); /* monotonic seconds */
+
+void *cwm_xmalloc(size_t n);
+void *cwm_xcalloc(size_t n, size_t m);
+void *cwm_xrealloc(void *p, size_t n);
+char *cwm_xstrdup(const char *s);
+
+/* Reads a whole file; returns NULL and fills err on failure. */
+char *cwm_read_file(const char *path, size_t *len, cwm_err *err);
+/* Writes to path.tmp.<pid> then renames, so a crash never leaves a half-written file. */
+int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err);
+int cwm_mkdir_p(const char *path, cwm_err *err);
+
+#endif

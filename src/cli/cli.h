@@ -1,0 +1,34 @@
+/* cli.h: shared helpers of the command-line commands. */
+#ifndef CWM_CLI_H
+#define CWM_CLI_H
+
+#include <stdarg.h>
+
+#include "cwm/search.h"
+
+typedef struct {
+  const char *name; /* "--workload" */
+  int has_value;
+  const char *value; /* filled by cli_parse; "1" for flags */
+} cli_opt;
+
+/* Parses argv (argv[0] is the command name) against opts; returns 0, or prints the problem and
+ * the help text and returns CWM_EUSAGE; returns -1 when --help was asked (help printed). */
+int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help);
+const char *cli_get(const cli_opt *opts, int nopts, const char *name);
+long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def);
+int cli_fail(const cwm_err *e);
+int cli_usage(const char *cmd, const char *help, const char *fmt, ...);
+/* Loads --workload (and --suite); prints the error and returns NULL on failure. */
+cwm_workload *cli_workload(const char *spec, const char *suite, int *rc);
+/* Reads step lists, one JSON list per non-empty line; errors name the line. */
+int cli_read_steps(const char *path, cwm_step ***lists, int **lens, int *n, cwm_err *err);
+
+int cmd_show(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_codegen(int argc, char **argv);
+int cmd_measure(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif

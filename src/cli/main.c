@@ -1,0 +1,68 @@
+/* main.c: the cwm command line. Each command parses its options, calls the library and turns
+ * its status into one line on stderr and an exit code (the cwm_status numbers). */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *USAGE =
+    "cwm " CWM_VERSION ": a tensor-program auto-scheduler with a compiler world model\n"
+    "\n"
+    "usage: cwm <command> [options]   (cwm <command> --help for its options)\n"
+    "\n"
+    "commands:\n"
+    "  show      print a workload's text and its initial loop-nest state\n"
+    "  sample    print random valid schedule step lists for a workload\n"
+    "  replay    print every intermediate state of step lists\n"
+    "  codegen   print the C code of a schedule\n"
+    "  measure   build, check and time step lists; append records to a log\n"
+    "  demo      measure a hand-written schedule against the naive one\n"
+    "\n"
+    "workloads (--workload SPEC): a suite id (matmul_1024), an op spec in quotes\n"
+    "(\"dense M=128 N=768 K=768 bias=1 act=gelu\"), or @FILE with workload text.\n"
+    "The suite file is $CWM_SUITE or bench/suite.tsv.\n"
+    "\n"
+    "exit codes:\n"
+    "  0 ok   2 usage   3 malformed workload/spec/step text   4 step does not fit the state\n"
+    "  5 file I/O   6 C compiler missing or failing   7 measurement infrastructure failed\n"
+    "  8 nothing could be scheduled or measured   9 model file bad   10 runtime library missing\n"
+    "  70 internal error\n";
+
+int cli_fail(const cwm_err *e) {
+  fprintf(stderr, "cwm: %s\n", e->msg[0] ? e->msg : "error");
+  return e->code ? (int)e->code : 1;
+}
+
+int cli_usage(const char *cmd, const char *help, const char *fmt, ...) {
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cwm %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+  }
+  fprintf(fmt ? stderr : stdout, "%s", help);
+  return fmt ? CWM_EUSAGE : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    fputs(USAGE, argc < 2 ? stderr : stdout);
+    return argc < 2 ? CWM_EUSAGE : 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("cwm %s\n", CWM_VERSION);
+    return 0;
+  }
+  static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
+      {"show", cmd_show},       {"sample", cmd_sample}, {"replay", cmd_replay},
+      {"codegen", cmd_codegen}, {"measure", cmd_measure}, {"demo", cmd_demo},
+  };
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "cwm: unknown command '%s' (see cwm --help)\n", argv[1]);
+  return CWM_EUSAGE;
+}

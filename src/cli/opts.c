@@ -1,0 +1,93 @@
+/* opts.c: option parsing and the loaders every command shares. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(help, stdout);
+      return -1;
+    }
+    int found = 0;
+    for (int k = 0; k < nopts; k++) {
+      if (strcmp(argv[i], opts[k].name)) continue;
+      found = 1;
+      if (opts[k].has_value) {
+        if (i + 1 >= argc) return cli_usage(argv[0], help, "option %s needs a value", argv[i]);
+        opts[k].value = argv[++i];
+      } else {
+        opts[k].value = "1";
+      }
+    }
+    if (!found) return cli_usage(argv[0], help, "unknown option '%s'", argv[i]);
+  }
+  return 0;
+}
+
+const char *cli_get(const cli_opt *opts, int nopts, const char *name) {
+  for (int k = 0; k < nopts; k++)
+    if (!strcmp(opts[k].name, name)) return opts[k].value;
+  return NULL;
+}
+
+long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def) {
+  const char *v = cli_get(opts, nopts, name);
+  if (!v) return def;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || end == v) {
+    fprintf(stderr, "cwm: %s: '%s' is not an integer\n", name, v);
+    exit(CWM_EUSAGE);
+  }
+  return x;
+}
+
+cwm_workload *cli_workload(const char *spec, const char *suite, int *rc) {
+  cwm_err e = {0};
+  if (!spec) {
+    fprintf(stderr, "cwm: --workload is required\n");
+    *rc = CWM_EUSAGE;
+    return NULL;
+  }
+  cwm_workload *w = cwm_workload_from_spec(spec, suite, &e);
+  if (!w) *rc = cli_fail(&e);
+  return w;
+}
+
+int cli_read_steps(const char *path, cwm_step ***lists, int **lens, int *n, cwm_err *err) {
+  char *text = cwm_read_file(path, NULL, err);
+  if (!text) return err->code;
+  int cap = 16, cnt = 0, lineno = 0;
+  cwm_step **ls = cwm_xcalloc((size_t)cap, sizeof *ls);
+  int *ln = cwm_xcalloc((size_t)cap, sizeof *ln);
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    lineno++;
+    char *p = line;
+    while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+    if (!*p || *p == '#') continue;
+    if (cnt == cap) {
+      cap *= 2;
+      ls = cwm_xrealloc(ls, sizeof *ls * (size_t)cap);
+      ln = cwm_xrealloc(ln, sizeof *ln * (size_t)cap);
+    }
+    cwm_err e = {0};
+    if (cwm_steps_parse(p, &ls[cnt], &ln[cnt], &e)) {
+      cwm_fail(err, CWM_EPARSE, "%s: line %d: %s", path, lineno, e.msg);
+      for (int i = 0; i < cnt; i++) free(ls[i]);
+      free(ls);
+      free(ln);
+      free(text);
+      return CWM_EPARSE;
+    }
+    cnt++;
+  }
+  free(text);
+  *lists = ls;
+  *lens = ln;
+  *n = cnt;
+  return 0;
+}

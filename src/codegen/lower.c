@@ -1,0 +1,978 @@
+/* lower.c: walks a state into code. Bound inference gives each attached stage the region its
+ * consumer needs per iteration (a linear form in the consumer's outer loop variables plus a
+ * constant extent); the walk then emits every stage's loop nest, with attached stages at their
+ * loops, reduction init nests before the first reduction loop, and guards where splits are
+ * uneven. Two back ends share the walk: C (cwm_codegen) and the TensorIR-like text
+ * (cwm_state_print). */
+#include "cwm/codegen.h"
+#include "../state/state_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- linear forms over loop variables ---- */
+
+typedef struct {
+  int stage, node;
+  long div, mod; /* value = (var / div) % mod; mod 0 = none */
+} atom_t;
+
+#define LIN_MAX 32
+typedef struct {
+  int ok;
+  long c0;
+  int n;
+  long coef[LIN_MAX];
+  atom_t a[LIN_MAX];
+} lin_t;
+
+static lin_t lin_const(long c) { lin_t l = {.ok = 1, .c0 = c}; return l; }
+static lin_t lin_bad(void) { lin_t l = {.ok = 0}; return l; }
+
+static int atom_eq(const atom_t *x, const atom_t *y) {
+  return x->stage == y->stage && x->node == y->node && x->div == y->div && x->mod == y->mod;
+}
+
+static void lin_addterm(lin_t *l, long coef, atom_t a) {
+  if (!l->ok || coef == 0) return;
+  for (int i = 0; i < l->n; i++)
+    if (atom_eq(&l->a[i], &a)) {
+      l->coef[i] += coef;
+      if (l->coef[i] == 0) {
+        l->n--;
+        l->coef[i] = l->coef[l->n];
+        l->a[i] = l->a[l->n];
+      }
+      return;
+    }
+  if (l->n >= LIN_MAX) { l->ok = 0; return; }
+  l->coef[l->n] = coef;
+  l->a[l->n] = a;
+  l->n++;
+}
+
+static lin_t lin_add(lin_t x, const lin_t *y, long scale) {
+  if (!x.ok || !y->ok) return lin_bad();
+  x.c0 += scale * y->c0;
+  for (int i = 0; i < y->n; i++) lin_addterm(&x, scale * y->coef[i], y->a[i]);
+  return x;
+}
+
+static lin_t lin_scale(lin_t x, long c) {
+  if (!x.ok) return x;
+  if (c == 0) return lin_const(0);
+  x.c0 *= c;
+  for (int i = 0; i < x.n; i++) x.coef[i] *= c;
+  return x;
+}
+
+/* ---- lowering context ---- */
+
+typedef struct {
+  cwm_stage st;                 /* lowered copy: domain from bound inference, extents recomputed */
+  int local;                    /* attached: its buffer lives at the attach point */
+  int dims[CWM_MAX_DIMS];       /* storage dims of its buffer */
+  lin_t base[CWM_MAX_DIMS];     /* attached: offset of the region per output dim */
+  int gguard[CWM_MAX_DIMS];     /* attached: base + local may leave the tensor */
+  int rguard[CWM_MAX_DIMS * 2]; /* root local value may exceed its domain (uneven split) */
+} lstage;
+
+typedef struct {
+  const cwm_state *s;
+  lstage L[CWM_MAX_STAGES];
+  int text, ref;
+  cwm_buf *b;
+  int par_depth;
+  int tmp;
+  cwm_err *err;
+  int failed;
+} ctx_t;
+
+static const cwm_op *tensor_op(ctx_t *c, int tid) { return cwm_dag_tensor(c->s->dag, tid); }
+static const cwm_op *body_op(ctx_t *c, int p) { return cwm_dag_tensor(c->s->dag, c->L[p].st.body_tid); }
+
+static int is_leaf(const cwm_stage *st, int node) { return stage_iter_pos(st, node) >= 0; }
+
+static long atom_hi(ctx_t *c, const atom_t *a) {
+  long e = c->L[a->stage].st.nodes[a->node].extent;
+  long hi = (e - 1) / a->div;
+  if (a->mod && hi > a->mod - 1) hi = a->mod - 1;
+  return hi;
+}
+
+/* Stride of part k of a split node: product of the extents of the parts inside it. */
+static long split_stride(const cwm_stage *st, const cwm_node *n, int k) {
+  long s = 1;
+  for (int j = k + 1; j < n->nparts; j++) s *= st->nodes[n->parts[j]].extent;
+  return s;
+}
+static long fuse_stride(const cwm_stage *st, int fused, int src) {
+  const cwm_node *f = &st->nodes[fused];
+  long s = 1;
+  int k = 0;
+  while (k < f->nsub && f->sub[k] != src) k++;
+  for (int j = k + 1; j < f->nsub; j++) s *= st->nodes[f->sub[j]].extent;
+  return s;
+}
+
+static lin_t node_lin(ctx_t *c, int p, int node, int depth) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_node *n = &st->nodes[node];
+  if (depth > 64) return lin_bad();
+  if (is_leaf(st, node)) {
+    lin_t l = lin_const(0);
+    lin_addterm(&l, 1, (atom_t){p, node, 1, 0});
+    return l;
+  }
+  if (n->nparts) {
+    lin_t l = lin_const(0);
+    for (int k = 0; k < n->nparts; k++) {
+      lin_t part = node_lin(c, p, n->parts[k], depth + 1);
+      l = lin_add(l, &part, split_stride(st, n, k));
+    }
+    return l;
+  }
+  if (n->fused >= 0) {
+    lin_t f = node_lin(c, p, n->fused, depth + 1);
+    if (!f.ok || f.n != 1 || f.coef[0] != 1 || f.c0 != 0) return lin_bad();
+    long stride = fuse_stride(st, n->fused, node), ext = n->extent;
+    atom_t a = f.a[0];
+    if (a.mod && a.mod % (stride * ext)) return lin_bad();
+    a.div *= stride;
+    a.mod = ext;
+    lin_t l = lin_const(0);
+    lin_addterm(&l, 1, a);
+    return l;
+  }
+  return lin_bad();
+}
+
+/* Global value of root r of stage p as a linear form (base + local). */
+static lin_t root_lin(ctx_t *c, int p, int r) {
+  const cwm_stage *st = &c->L[p].st;
+  int node = -1;
+  for (int i = 0; i < st->nnodes; i++)
+    if (st->nodes[i].root == r) { node = i; break; }
+  if (node < 0) return lin_bad();
+  lin_t l = node_lin(c, p, node, 0);
+  if (c->L[p].local && r < body_op(c, p)->ndim) l = lin_add(l, &c->L[p].base[r], 1);
+  return l;
+}
+
+static lin_t expr_lin(ctx_t *c, const cwm_expr *e, const lin_t *env) {
+  switch (e->kind) {
+  case CWM_X_CONST: return lin_const((long)e->value);
+  case CWM_X_VAR: return env[e->var];
+  case CWM_X_NEG: return lin_scale(expr_lin(c, e->args[0], env), -1);
+  case CWM_X_BIN: {
+    lin_t x = expr_lin(c, e->args[0], env), y = expr_lin(c, e->args[1], env);
+    if (!x.ok || !y.ok) return lin_bad();
+    switch (e->op) {
+    case '+': return lin_add(x, &y, 1);
+    case '-': return lin_add(x, &y, -1);
+    case '*':
+      if (x.n == 0) return lin_scale(y, x.c0);
+      if (y.n == 0) return lin_scale(x, y.c0);
+      return lin_bad();
+    case '/': if (x.n == 0 && y.n == 0 && y.c0) return lin_const(x.c0 / y.c0); return lin_bad();
+    case '%': if (x.n == 0 && y.n == 0 && y.c0) return lin_const(x.c0 % y.c0); return lin_bad();
+    }
+    return lin_bad();
+  }
+  default: return lin_bad();
+  }
+}
+
+typedef struct {
+  int n;
+  lin_t idx[16][CWM_MAX_DIMS];
+  int overflow;
+} reads_t;
+
+static void collect_reads(ctx_t *c, const cwm_expr *e, const lin_t *env, int tid, reads_t *out, int depth) {
+  if (!e || depth > CWM_MAX_STAGES) { out->overflow = 1; return; }
+  if (e->kind == CWM_X_READ) {
+    lin_t idx[CWM_MAX_DIMS];
+    for (int i = 0; i < e->nargs && i < CWM_MAX_DIMS; i++) idx[i] = expr_lin(c, e->args[i], env);
+    if (e->tensor == tid) {
+      if (out->n >= 16) { out->overflow = 1; return; }
+      memcpy(out->idx[out->n++], idx, sizeof idx);
+    } else {
+      int q = state_stage_of_tid(c->s, e->tensor);
+      if (q >= 0 && c->s->stages[q].loc == CWM_LOC_INLINE)
+        collect_reads(c, body_op(c, q)->body, idx, tid, out, depth + 1);
+    }
+    return;
+  }
+  for (int i = 0; i < e->nargs; i++) collect_reads(c, e->args[i], env, tid, out, depth);
+}
+
+static void term_range(ctx_t *c, long coef, const atom_t *a, long *lo, long *hi) {
+  long h = atom_hi(c, a);
+  if (coef >= 0) { *lo += 0; *hi += coef * h; }
+  else { *lo += coef * h; *hi += 0; }
+}
+
+/* Bound inference for attached stage p: its region per output dim inside target t. */
+static void infer_region(ctx_t *c, int p) {
+  lstage *L = &c->L[p];
+  const cwm_stage *sp = &c->s->stages[p];
+  int t = sp->attach_stage;
+  const cwm_stage *tt = &c->L[t].st;
+  int apos = stage_iter_pos(tt, sp->attach_node);
+  const cwm_op *tb = body_op(c, t);
+  const cwm_op *pop = tensor_op(c, sp->tid);
+  lin_t env[CWM_MAX_DIMS * 2];
+  for (int r = 0; r < tb->ndim + tb->nred; r++) env[r] = root_lin(c, t, r);
+  reads_t rd = {0};
+  collect_reads(c, tb->body, env, sp->tid, &rd, 0);
+  for (int d = 0; d < pop->ndim; d++) {
+    int full = rd.overflow || rd.n == 0;
+    lin_t fixed0 = lin_const(0);
+    long lo = 0, hi = 0;
+    for (int i = 0; i < rd.n && !full; i++) {
+      const lin_t *l = &rd.idx[i][d];
+      if (!l->ok) { full = 1; break; }
+      lin_t fixed = lin_const(0);
+      long flo = l->c0, fhi = l->c0;
+      for (int k = 0; k < l->n; k++) {
+        const atom_t *a = &l->a[k];
+        int is_fixed = a->stage != t || stage_iter_pos(tt, a->node) <= apos;
+        if (is_fixed) lin_addterm(&fixed, l->coef[k], *a);
+        else term_range(c, l->coef[k], a, &flo, &fhi);
+      }
+      if (i == 0) {
+        fixed0 = fixed;
+        lo = flo;
+        hi = fhi;
+      } else {
+        lin_t diff = lin_add(fixed, &fixed0, -1);
+        if (!diff.ok || diff.n) { full = 1; break; }
+        if (flo < lo) lo = flo;
+        if (fhi > hi) hi = fhi;
+      }
+    }
+    if (!full && hi - lo + 1 > pop->shape[d]) full = 1;
+    if (full) {
+      L->base[d] = lin_const(0);
+      L->dims[d] = pop->shape[d];
+      L->gguard[d] = 0;
+    } else {
+      fixed0.c0 = lo;
+      L->base[d] = fixed0;
+      L->dims[d] = (int)(hi - lo + 1);
+      long glo = lo, ghi = lo;
+      for (int k = 0; k < fixed0.n; k++) term_range(c, fixed0.coef[k], &fixed0.a[k], &glo, &ghi);
+      ghi += L->dims[d] - 1;
+      L->gguard[d] = glo < 0 || ghi > pop->shape[d] - 1;
+    }
+    L->st.domain[d] = L->dims[d];
+  }
+  stage_recompute(&L->st);
+}
+
+static long node_max(const cwm_stage *st, int node, int depth) {
+  const cwm_node *n = &st->nodes[node];
+  if (depth > 64) return 1L << 40;
+  if (is_leaf(st, node) || !n->nparts) return n->extent - 1;
+  long m = 0;
+  for (int k = 0; k < n->nparts; k++) m += split_stride(st, n, k) * node_max(st, n->parts[k], depth + 1);
+  return m;
+}
+
+static void lower_all(ctx_t *c) {
+  const cwm_state *s = c->s;
+  for (int p = 0; p < s->nstages; p++) {
+    c->L[p].st = s->stages[p];
+    c->L[p].local = s->stages[p].loc == CWM_LOC_ITER;
+    const cwm_op *op = tensor_op(c, s->stages[p].tid);
+    for (int d = 0; d < op->ndim; d++) {
+      c->L[p].dims[d] = op->shape[d];
+      c->L[p].base[d] = lin_const(0);
+      c->L[p].gguard[d] = 0;
+    }
+  }
+  for (int p = s->nstages - 1; p >= 0; p--)
+    if (c->L[p].local) infer_region(c, p);
+  for (int p = 0; p < s->nstages; p++) {
+    const cwm_stage *st = &c->L[p].st;
+    for (int i = 0; i < st->nnodes; i++)
+      if (st->nodes[i].root >= 0) {
+        int r = st->nodes[i].root;
+        c->L[p].rguard[r] = node_max(st, i, 0) >= st->domain[r];
+      }
+  }
+}
+
+/* ---- names ---- */
+
+static void sanitize(const char *in, char *out, size_t n) {
+  size_t j = 0;
+  for (size_t i = 0; in[i] && j + 3 < n; i++) {
+    char ch = in[i];
+    if (ch == '.') { out[j++] = '_'; out[j++] = '_'; }
+    else if (ch == '@') out[j++] = '_';
+    else out[j++] = ch;
+  }
+  out[j] = 0;
+}
+
+static void buf_name(ctx_t *c, int tid, char *out, size_t n) {
+  const cwm_op *op = tensor_op(c, tid);
+  if (c->text) snprintf(out, n, "%s", op->name);
+  else sanitize(op->name, out, n);
+}
+
+static void var_name(ctx_t *c, int p, int node, char *out, size_t n) {
+  char nm[256];
+  cwm_node_name(c->s, p, node, nm, sizeof nm);
+  if (c->text) {
+    snprintf(out, n, "%s", nm);
+    return;
+  }
+  char san[256];
+  size_t j = 0;
+  for (size_t i = 0; nm[i] && j + 2 < sizeof san && j < 40; i++)
+    san[j++] = (nm[i] == '.' || nm[i] == '@') ? '_' : nm[i];
+  san[j] = 0;
+  snprintf(out, n, "%s__%d_%d", san, p, node);
+}
+
+/* ---- expression emission ---- */
+
+static void emit_node_value(ctx_t *c, int p, int node, cwm_buf *o, int depth) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_node *n = &st->nodes[node];
+  char nm[300];
+  if (depth > 64) { cwm_buf_puts(o, "0"); return; }
+  if (is_leaf(st, node)) {
+    var_name(c, p, node, nm, sizeof nm);
+    cwm_buf_puts(o, nm);
+  } else if (n->nparts) {
+    int first = 1;
+    for (int k = 0; k < n->nparts; k++) {
+      long stride = split_stride(st, n, k);
+      if (st->nodes[n->parts[k]].extent == 1 && !is_leaf(st, n->parts[k]) && 0) continue;
+      if (!first) cwm_buf_puts(o, " + ");
+      first = 0;
+      if (stride != 1) {
+        cwm_buf_puts(o, "(");
+        emit_node_value(c, p, n->parts[k], o, depth + 1);
+        cwm_buf_printf(o, ")*%ld", stride);
+      } else {
+        emit_node_value(c, p, n->parts[k], o, depth + 1);
+      }
+    }
+  } else if (n->fused >= 0) {
+    long stride = fuse_stride(st, n->fused, node);
+    const cwm_node *f = &st->nodes[n->fused];
+    int outermost = f->sub[0] == node;
+    cwm_buf_puts(o, "((");
+    emit_node_value(c, p, n->fused, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    if (stride != 1) cwm_buf_printf(o, " / %ld", stride);
+    if (!outermost) cwm_buf_printf(o, " %% %d", n->extent);
+    cwm_buf_puts(o, ")");
+  } else {
+    cwm_buf_puts(o, "0");
+  }
+}
+
+static void emit_lin(ctx_t *c, const lin_t *l, cwm_buf *o) {
+  cwm_buf_printf(o, "%ld", l->c0);
+  for (int i = 0; i < l->n; i++) {
+    const atom_t *a = &l->a[i];
+    char nm[300];
+    var_name(c, a->stage, a->node, nm, sizeof nm);
+    cwm_buf_printf(o, " + %ld*", l->coef[i]);
+    if (a->div == 1 && !a->mod) cwm_buf_puts(o, nm);
+    else {
+      cwm_buf_printf(o, "(%s", nm);
+      if (a->div != 1) cwm_buf_printf(o, " / %ld", a->div);
+      if (a->mod) cwm_buf_printf(o, " %% %ld", a->mod);
+      cwm_buf_puts(o, ")");
+    }
+  }
+}
+
+/* Value of root r of stage p: local part only (for local buffers) or global. */
+static char *root_value(ctx_t *c, int p, int r, int global) {
+  const cwm_stage *st = &c->L[p].st;
+  cwm_buf o;
+  cwm_buf_init(&o);
+  int node = -1;
+  for (int i = 0; i < st->nnodes; i++)
+    if (st->nodes[i].root == r) { node = i; break; }
+  int based = global && c->L[p].local && r < body_op(c, p)->ndim && (c->L[p].base[r].n || c->L[p].base[r].c0);
+  if (based) {
+    cwm_buf_puts(&o, "(");
+    emit_lin(c, &c->L[p].base[r], &o);
+    cwm_buf_puts(&o, " + ");
+  }
+  if (node >= 0) emit_node_value(c, p, node, &o, 0);
+  else cwm_buf_puts(&o, "0");
+  if (based) cwm_buf_puts(&o, ")");
+  return cwm_buf_take(&o);
+}
+
+static void emit_float(ctx_t *c, double v, cwm_buf *o) {
+  char t[64];
+  snprintf(t, sizeof t, "%.9g", v);
+  if (c->text) { cwm_buf_puts(o, t); return; }
+  if (!strchr(t, '.') && !strchr(t, 'e') && !strchr(t, 'n')) strcat(t, ".0");
+  if (strchr(t, 'n')) snprintf(t, sizeof t, "%s", v > 0 ? "INFINITY" : v < 0 ? "(-INFINITY)" : "NAN");
+  cwm_buf_puts(o, t);
+  if (!c->ref && !strchr(t, 'I') && !strchr(t, 'N')) cwm_buf_puts(o, "f");
+}
+
+static void emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int depth);
+
+static void emit_read(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int depth) {
+  int nidx = e->nargs;
+  char *idx[CWM_MAX_DIMS + 1];
+  for (int i = 0; i < nidx && i <= CWM_MAX_DIMS; i++) {
+    cwm_buf t;
+    cwm_buf_init(&t);
+    emit_expr(c, e->args[i], env, &t, depth + 1);
+    idx[i] = cwm_buf_take(&t);
+  }
+  int q = state_stage_of_tid(c->s, e->tensor);
+  if (q >= 0 && c->s->stages[q].loc == CWM_LOC_INLINE && depth < 32) {
+    char *env2[CWM_MAX_DIMS * 2];
+    for (int i = 0; i < nidx; i++) {
+      size_t n = strlen(idx[i]) + 3;
+      env2[i] = cwm_xmalloc(n);
+      snprintf(env2[i], n, "(%s)", idx[i]);
+    }
+    cwm_buf_puts(o, "(");
+    emit_expr(c, body_op(c, q)->body, env2, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    for (int i = 0; i < nidx; i++) free(env2[i]);
+  } else {
+    char nm[128];
+    buf_name(c, e->tensor, nm, sizeof nm);
+    const cwm_op *op = tensor_op(c, e->tensor);
+    if (c->ref && !c->text) cwm_buf_puts(o, "(double)");
+    if (c->text) {
+      cwm_buf_printf(o, "%s[", nm);
+      for (int i = 0; i < nidx; i++) cwm_buf_printf(o, "%s%s", i ? ", " : "", idx[i]);
+      cwm_buf_puts(o, "]");
+    } else {
+      int local = q >= 0 && c->L[q].local;
+      cwm_buf_printf(o, "%s[", nm);
+      for (int i = 0; i < nidx; i++) {
+        long stride = 1;
+        for (int j = i + 1; j < nidx; j++) stride *= local ? c->L[q].dims[j] : op->shape[j];
+        if (i) cwm_buf_puts(o, " + ");
+        cwm_buf_printf(o, "(%s", idx[i]);
+        if (local && (c->L[q].base[i].n || c->L[q].base[i].c0)) {
+          cwm_buf_puts(o, " - (");
+          emit_lin(c, &c->L[q].base[i], o);
+          cwm_buf_puts(o, ")");
+        }
+        cwm_buf_puts(o, ")");
+        if (stride != 1) cwm_buf_printf(o, "*%ld", stride);
+      }
+      if (!nidx) cwm_buf_puts(o, "0");
+      cwm_buf_puts(o, "]");
+    }
+  }
+  for (int i = 0; i < nidx; i++) free(idx[i]);
+}
+
+static const char *fn_c(ctx_t *c, int fn) {
+  static const char *f32[] = {"expf", "tanhf", "erff", "sqrtf", "rsqrt", "fmaxf", "fminf", "gelu", "relu"};
+  static const char *f64[] = {"exp", "tanh", "erf", "sqrt", "rsqrt", "fmax", "fmin", "gelu", "relu"};
+  return (c->ref ? f64 : f32)[fn];
+}
+
+static void emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int depth) {
+  if (depth > 200) { cwm_buf_puts(o, "0"); return; }
+  switch (e->kind) {
+  case CWM_X_CONST:
+    if (e->is_int) cwm_buf_printf(o, "%ld", (long)e->value);
+    else emit_float(c, e->value, o);
+    break;
+  case CWM_X_VAR: cwm_buf_puts(o, env[e->var]); break;
+  case CWM_X_READ: emit_read(c, e, env, o, depth); break;
+  case CWM_X_BIN:
+    cwm_buf_puts(o, "(");
+    emit_expr(c, e->args[0], env, o, depth + 1);
+    cwm_buf_printf(o, " %c ", e->op);
+    emit_expr(c, e->args[1], env, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    break;
+  case CWM_X_NEG:
+    cwm_buf_puts(o, "(-");
+    emit_expr(c, e->args[0], env, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    break;
+  case CWM_X_CALL: {
+    const char *half = c->ref ? "0.5" : "0.5f", *one = c->ref ? "1.0" : "1.0f";
+    if (c->text) {
+      cwm_buf_printf(o, "%s(", cwm_fn_name((cwm_fn)e->op));
+      for (int i = 0; i < e->nargs; i++) {
+        if (i) cwm_buf_puts(o, ", ");
+        emit_expr(c, e->args[i], env, o, depth + 1);
+      }
+      cwm_buf_puts(o, ")");
+    } else if (e->op == CWM_FN_GELU || e->op == CWM_FN_RELU || e->op == CWM_FN_RSQRT) {
+      /* statement expression: the argument is evaluated once */
+      int t = c->tmp++;
+      const char *ty = c->ref ? "double" : "float";
+      cwm_buf_printf(o, "({ %s x_%d = ", ty, t);
+      emit_expr(c, e->args[0], env, o, depth + 1);
+      cwm_buf_puts(o, "; ");
+      if (e->op == CWM_FN_GELU)
+        cwm_buf_printf(o, "%s * x_%d * (%s + %s(x_%d * %s));", half, t, one, c->ref ? "erf" : "erff", t,
+                       c->ref ? "0.70710678118654752" : "0.707106781f");
+      else if (e->op == CWM_FN_RELU)
+        cwm_buf_printf(o, "x_%d > 0 ? x_%d : %s;", t, t, c->ref ? "0.0" : "0.0f");
+      else
+        cwm_buf_printf(o, "%s / %s(x_%d);", one, c->ref ? "sqrt" : "sqrtf", t);
+      cwm_buf_puts(o, " })");
+    } else {
+      cwm_buf_printf(o, "%s(", fn_c(c, e->op));
+      for (int i = 0; i < e->nargs; i++) {
+        if (i) cwm_buf_puts(o, ", ");
+        emit_expr(c, e->args[i], env, o, depth + 1);
+      }
+      cwm_buf_puts(o, ")");
+    }
+    break;
+  }
+  case CWM_X_SELECT:
+    cwm_buf_puts(o, "(");
+    emit_expr(c, e->args[0], env, o, depth + 1);
+    cwm_buf_puts(o, " ? ");
+    emit_expr(c, e->args[1], env, o, depth + 1);
+    cwm_buf_puts(o, " : ");
+    emit_expr(c, e->args[2], env, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    break;
+  case CWM_X_CMP: {
+    const char *op = e->op == '<' ? "<" : e->op == 'l' ? "<=" : e->op == '>' ? ">" : e->op == 'g' ? ">="
+                   : e->op == '=' ? "==" : "!=";
+    cwm_buf_puts(o, "(");
+    emit_expr(c, e->args[0], env, o, depth + 1);
+    cwm_buf_printf(o, " %s ", op);
+    emit_expr(c, e->args[1], env, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    break;
+  }
+  case CWM_X_AND:
+  case CWM_X_OR:
+    cwm_buf_puts(o, "(");
+    emit_expr(c, e->args[0], env, o, depth + 1);
+    cwm_buf_puts(o, e->kind == CWM_X_AND ? " && " : " || ");
+    emit_expr(c, e->args[1], env, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    break;
+  case CWM_X_NOT:
+    cwm_buf_puts(o, "(!");
+    emit_expr(c, e->args[0], env, o, depth + 1);
+    cwm_buf_puts(o, ")");
+    break;
+  }
+}
+
+/* ---- statements and loop nests ---- */
+
+static void line(ctx_t *c, int depth, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void line(ctx_t *c, int depth, const char *fmt, ...) {
+  cwm_buf_indent(c->b, depth);
+  va_list ap;
+  va_start(ap, fmt);
+  cwm_buf_vprintf(c->b, fmt, ap);
+  va_end(ap);
+  cwm_buf_putc(c->b, '\n');
+}
+
+/* Guard condition of stage p (spatial roots only when init), or empty. */
+static char *guard_cond(ctx_t *c, int p, int init) {
+  const cwm_op *b = body_op(c, p);
+  cwm_buf o;
+  cwm_buf_init(&o);
+  int nroot = b->ndim + b->nred;
+  for (int r = 0; r < nroot; r++) {
+    if (init && r >= b->ndim) continue;
+    if (init && c->L[p].st.tid != c->L[p].st.body_tid && tensor_op(c, c->L[p].st.tid)->ndim != b->ndim) {
+      /* rfactor stage: roots of the init are the spatial ones; fine */
+    }
+    if (c->L[p].rguard[r]) {
+      char *v = root_value(c, p, r, 0);
+      cwm_buf_printf(&o, "%s%s < %d", o.len ? " && " : "", v, c->L[p].st.domain[r]);
+      free(v);
+    }
+    if (c->L[p].local && r < b->ndim && c->L[p].gguard[r]) {
+      char *v = root_value(c, p, r, 1);
+      cwm_buf_printf(&o, "%s%s >= 0 && %s < %d", o.len ? " && " : "", v, v, b->shape[r]);
+      free(v);
+    }
+  }
+  return cwm_buf_take(&o);
+}
+
+static void emit_store_target(ctx_t *c, int p, cwm_buf *o) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *top = tensor_op(c, st->tid);
+  char nm[128];
+  buf_name(c, st->tid, nm, sizeof nm);
+  char *idx[CWM_MAX_DIMS];
+  for (int d = 0; d < st->nout; d++) {
+    int node = st->out_node[d];
+    if (st->nodes[node].root >= 0) idx[d] = root_value(c, p, st->nodes[node].root, c->text || !c->L[p].local);
+    else {
+      cwm_buf t;
+      cwm_buf_init(&t);
+      emit_node_value(c, p, node, &t, 0);
+      idx[d] = cwm_buf_take(&t);
+    }
+  }
+  cwm_buf_printf(o, "%s[", nm);
+  for (int d = 0; d < st->nout; d++) {
+    if (c->text) {
+      cwm_buf_printf(o, "%s%s", d ? ", " : "", idx[d]);
+    } else {
+      long stride = 1;
+      for (int j = d + 1; j < st->nout; j++) stride *= c->L[p].local ? c->L[p].dims[j] : top->shape[j];
+      cwm_buf_printf(o, "%s(%s)", d ? " + " : "", idx[d]);
+      if (stride != 1) cwm_buf_printf(o, "*%ld", stride);
+    }
+    free(idx[d]);
+  }
+  if (!st->nout) cwm_buf_puts(o, "0");
+  cwm_buf_puts(o, "]");
+}
+
+static void emit_guarded(ctx_t *c, int depth, const char *cond, const char *stmt) {
+  if (cond[0]) {
+    if (c->text) line(c, depth, "if (%s) %s", cond, stmt);
+    else line(c, depth, "if (%s) %s;", cond, stmt);
+  } else {
+    line(c, depth, "%s%s", stmt, c->text ? "" : ";");
+  }
+}
+
+static const char *init_value(ctx_t *c, cwm_reduce r) {
+  if (r == CWM_RED_SUM) return c->text ? "0" : c->ref ? "0.0" : "0.0f";
+  if (r == CWM_RED_MAX) return c->text ? "-inf" : "-INFINITY";
+  return c->text ? "inf" : "INFINITY";
+}
+
+static void emit_init_stmt(ctx_t *c, int p, int depth) {
+  const cwm_op *b = body_op(c, p);
+  cwm_buf o;
+  cwm_buf_init(&o);
+  emit_store_target(c, p, &o);
+  cwm_buf_printf(&o, " = %s", init_value(c, b->reduce));
+  char *cond = guard_cond(c, p, 1);
+  emit_guarded(c, depth, cond, o.s);
+  free(cond);
+  cwm_buf_free(&o);
+}
+
+static void emit_update_stmt(ctx_t *c, int p, int depth) {
+  const cwm_op *b = body_op(c, p);
+  int nroot = b->ndim + b->nred;
+  char *env[CWM_MAX_DIMS * 2];
+  for (int r = 0; r < nroot; r++) env[r] = root_value(c, p, r, 1);
+  cwm_buf val, tgt, o;
+  cwm_buf_init(&val);
+  cwm_buf_init(&tgt);
+  cwm_buf_init(&o);
+  emit_expr(c, b->body, env, &val, 0);
+  emit_store_target(c, p, &tgt);
+  if (b->reduce == CWM_RED_NONE) cwm_buf_printf(&o, "%s = %s", tgt.s, val.s);
+  else if (c->text) cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, b->reduce == CWM_RED_SUM ? "add" : b->reduce == CWM_RED_MAX ? "max" : "min", tgt.s, val.s);
+  else if (b->reduce == CWM_RED_SUM) cwm_buf_printf(&o, "%s = %s + %s", tgt.s, tgt.s, val.s);
+  else cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, b->reduce == CWM_RED_MAX ? "fmaxf" : "fminf", tgt.s, val.s);
+  char *cond = guard_cond(c, p, 0);
+  emit_guarded(c, depth, cond, o.s);
+  free(cond);
+  for (int r = 0; r < nroot; r++) free(env[r]);
+  cwm_buf_free(&val);
+  cwm_buf_free(&tgt);
+  cwm_buf_free(&o);
+}
+
+/* Opens a loop; returns 1 if it opened a parallel region. */
+static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
+  const cwm_stage *st = &c->L[p].st;
+  int node = st->iters[pos];
+  const cwm_node *n = &st->nodes[node];
+  char nm[300];
+  var_name(c, p, node, nm, sizeof nm);
+  int ann = n->ann;
+  if (in_init && ann == CWM_ANN_PARALLEL) ann = CWM_ANN_NONE;
+  int unroll = ann == CWM_ANN_UNROLL;
+  if (!unroll && st->auto_unroll > 0) {
+    long prod = 1;
+    for (int j = pos; j < st->niters && prod <= st->auto_unroll; j++) {
+      if (in_init && st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
+      prod *= st->nodes[st->iters[j]].extent;
+    }
+    unroll = prod <= st->auto_unroll;
+  }
+  if (c->text) {
+    const char *kw = ann == CWM_ANN_PARALLEL ? "parallel" : ann == CWM_ANN_VECTORIZE ? "vectorize"
+                   : ann == CWM_ANN_UNROLL ? "unroll" : "for";
+    line(c, depth, "%s %s (0,%d)%s", kw, nm, n->extent, unroll && ann != CWM_ANN_UNROLL ? " auto_unroll" : "");
+    return 0;
+  }
+  int par = 0;
+  if (ann == CWM_ANN_PARALLEL && c->par_depth == 0 && n->extent > 1) {
+    line(c, depth, "#pragma omp parallel for");
+    c->par_depth++;
+    par = 1;
+  } else if (ann == CWM_ANN_VECTORIZE) {
+    line(c, depth, "#pragma omp simd");
+  } else if (unroll && n->extent > 1) {
+    line(c, depth, "#pragma GCC unroll %d", n->extent < 65534 ? n->extent : 65534);
+  }
+  line(c, depth, "for (int %s = 0; %s < %d; ++%s) {", nm, nm, n->extent, nm);
+  return par;
+}
+
+static void close_loop(ctx_t *c, int depth, int par) {
+  if (!c->text) line(c, depth, "}");
+  if (par) c->par_depth--;
+}
+
+static void emit_stage(ctx_t *c, int p, int depth);
+
+static void emit_alloc_and_stage(ctx_t *c, int q, int depth) {
+  const cwm_op *op = tensor_op(c, c->L[q].st.tid);
+  char nm[128];
+  buf_name(c, c->L[q].st.tid, nm, sizeof nm);
+  long size = 1;
+  for (int d = 0; d < op->ndim; d++) size *= c->L[q].dims[d];
+  int heap = size * 4 > 256 * 1024;
+  if (c->text) {
+    cwm_buf_indent(c->b, depth);
+    cwm_buf_printf(c->b, "allocate %s[", nm);
+    for (int d = 0; d < op->ndim; d++) cwm_buf_printf(c->b, "%s%d", d ? ", " : "", c->L[q].dims[d]);
+    cwm_buf_puts(c->b, "]\n");
+  } else if (heap) {
+    line(c, depth, "float *restrict %s = (float *)malloc(%ld * sizeof(float));", nm, size);
+  } else {
+    line(c, depth, "float %s[%ld] __attribute__((aligned(64)));", nm, size);
+  }
+  emit_stage(c, q, depth);
+  if (!c->text && heap) line(c, depth, "free(%s);", nm);
+}
+
+static void emit_attached(ctx_t *c, int p, int node, int depth) {
+  for (int q = 0; q < c->s->nstages; q++)
+    if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p &&
+        c->s->stages[q].attach_node == node)
+      emit_alloc_and_stage(c, q, depth);
+}
+
+static void emit_stage(ctx_t *c, int p, int depth) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *b = body_op(c, p);
+  if (c->text && st->auto_unroll) line(c, depth, "pragma auto_unroll_max_step=%d", st->auto_unroll);
+  int first_red = -1;
+  if (b->reduce != CWM_RED_NONE)
+    for (int i = 0; i < st->niters; i++)
+      if (st->nodes[st->iters[i]].kind == CWM_IT_REDUCE) { first_red = i; break; }
+  int par[CWM_MAX_ITERS];
+  int d = depth;
+  if (b->reduce != CWM_RED_NONE && first_red < 0) {
+    /* reduction with all reduction loops folded away: init before the nest's statement */
+  }
+  for (int pos = 0; pos < st->niters; pos++) {
+    if (pos == first_red) {
+      int ipar[CWM_MAX_ITERS], id = d;
+      for (int j = pos; j < st->niters; j++) {
+        if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
+        ipar[j] = open_loop(c, p, j, id++, 1);
+      }
+      emit_init_stmt(c, p, id);
+      for (int j = st->niters - 1; j >= pos; j--) {
+        if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
+        close_loop(c, --id, ipar[j]);
+      }
+    }
+    par[pos] = open_loop(c, p, pos, d++, 0);
+    emit_attached(c, p, st->iters[pos], d);
+  }
+  if (b->reduce != CWM_RED_NONE && first_red < 0) emit_init_stmt(c, p, d);
+  emit_update_stmt(c, p, d);
+  for (int pos = st->niters - 1; pos >= 0; pos--) close_loop(c, --d, par[pos]);
+}
+
+/* Reference kernel: initial state, double accumulator per output element. */
+static void emit_stage_ref(ctx_t *c, int p, int depth) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *b = body_op(c, p);
+  int d = depth;
+  char nm[300];
+  for (int r = 0; r < b->ndim; r++) {
+    var_name(c, p, st->iters[r], nm, sizeof nm);
+    line(c, d++, "for (int %s = 0; %s < %d; ++%s) {", nm, nm, b->shape[r], nm);
+  }
+  char *env[CWM_MAX_DIMS * 2];
+  for (int r = 0; r < b->ndim + b->nred; r++) {
+    var_name(c, p, st->iters[r], nm, sizeof nm);
+    env[r] = cwm_xstrdup(nm);
+  }
+  cwm_buf tgt, val;
+  cwm_buf_init(&tgt);
+  cwm_buf_init(&val);
+  emit_store_target(c, p, &tgt);
+  emit_expr(c, b->body, env, &val, 0);
+  if (b->reduce == CWM_RED_NONE) {
+    line(c, d, "%s = (float)(%s);", tgt.s, val.s);
+  } else {
+    line(c, d, "double acc = %s;", init_value(c, b->reduce));
+    int d0 = d;
+    for (int r = b->ndim; r < b->ndim + b->nred; r++) {
+      var_name(c, p, st->iters[r], nm, sizeof nm);
+      line(c, d++, "for (int %s = 0; %s < %d; ++%s) {", nm, nm, b->red_extent[r - b->ndim], nm);
+    }
+    if (b->reduce == CWM_RED_SUM) line(c, d, "acc += %s;", val.s);
+    else line(c, d, "acc = %s(acc, %s);", b->reduce == CWM_RED_MAX ? "fmax" : "fmin", val.s);
+    while (d > d0) line(c, --d, "}");
+    line(c, d, "%s = (float)acc;", tgt.s);
+  }
+  while (d > depth) line(c, --d, "}");
+  for (int r = 0; r < b->ndim + b->nred; r++) free(env[r]);
+  cwm_buf_free(&tgt);
+  cwm_buf_free(&val);
+}
+
+/* ---- entry points ---- */
+
+static int is_output(const cwm_state *s, int p) {
+  return s->stages[p].tid == cwm_dag_workload(s->dag)->output;
+}
+
+char *cwm_state_print(const cwm_state *s) {
+  ctx_t *c = cwm_xcalloc(1, sizeof *c);
+  cwm_buf b;
+  cwm_buf_init(&b);
+  c->s = s;
+  c->text = 1;
+  c->b = &b;
+  lower_all(c);
+  for (int p = 0; p < s->nstages; p++) {
+    const cwm_op *op = tensor_op(c, s->stages[p].tid);
+    if (!cwm_stage_is_placeholder(s, p)) continue;
+    cwm_buf_printf(&b, "placeholder %s[", op->name);
+    for (int d = 0; d < op->ndim; d++) cwm_buf_printf(&b, "%s%d", d ? ", " : "", op->shape[d]);
+    cwm_buf_puts(&b, "]\n");
+  }
+  for (int p = 0; p < s->nstages; p++) {
+    if (cwm_stage_is_placeholder(s, p)) continue;
+    const cwm_op *op = tensor_op(c, s->stages[p].tid);
+    if (s->stages[p].loc == CWM_LOC_INLINE) {
+      line(c, 0, "inline %s", op->name);
+      continue;
+    }
+    if (s->stages[p].loc != CWM_LOC_ROOT) continue;
+    if (!is_output(s, p)) emit_alloc_and_stage(c, p, 0);
+    else emit_stage(c, p, 0);
+  }
+  free(c);
+  return cwm_buf_take(&b);
+}
+
+static long max_reduction(const cwm_workload *w) {
+  long m = 1;
+  for (int i = 0; i < w->nops; i++) {
+    long r = 1;
+    for (int k = 0; k < w->ops[i].nred; k++) r *= w->ops[i].red_extent[k];
+    if (r > m) m = r;
+  }
+  return m;
+}
+
+int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cwm_err *err) {
+  memset(k, 0, sizeof *k);
+  const cwm_workload *w = cwm_dag_workload(s->dag);
+  ctx_t *c = cwm_xcalloc(1, sizeof *c);
+  cwm_buf body, b;
+  cwm_buf_init(&body);
+  cwm_buf_init(&b);
+  c->s = s;
+  c->ref = o && o->reference;
+  c->b = &body;
+  c->err = err;
+  lower_all(c);
+  if (c->ref)
+    for (int p = 0; p < s->nstages; p++)
+      if (!cwm_stage_is_placeholder(s, p) && (s->stages[p].loc != CWM_LOC_ROOT || s->nsteps)) {
+        free(c);
+        cwm_buf_free(&body);
+        return cwm_fail(err, CWM_EINTERNAL, "reference code needs the initial state");
+      }
+  /* intermediate buffers at root */
+  for (int p = 0; p < s->nstages; p++) {
+    if (cwm_stage_is_placeholder(s, p) || is_output(s, p) || s->stages[p].loc != CWM_LOC_ROOT) continue;
+    const cwm_op *op = tensor_op(c, s->stages[p].tid);
+    long size = 1;
+    for (int d = 0; d < op->ndim; d++) size *= op->shape[d];
+    char nm[128];
+    buf_name(c, s->stages[p].tid, nm, sizeof nm);
+    line(c, 1, "float *restrict %s = (float *)aligned_alloc(64, %ld);", nm, ((size * 4 + 63) / 64) * 64);
+    line(c, 1, "if (!%s) abort();", nm);
+  }
+  for (int p = 0; p < s->nstages; p++) {
+    if (cwm_stage_is_placeholder(s, p) || s->stages[p].loc != CWM_LOC_ROOT) continue;
+    if (c->ref) emit_stage_ref(c, p, 1);
+    else emit_stage(c, p, 1);
+  }
+  for (int p = 0; p < s->nstages; p++) {
+    if (cwm_stage_is_placeholder(s, p) || is_output(s, p) || s->stages[p].loc != CWM_LOC_ROOT) continue;
+    char nm[128];
+    buf_name(c, s->stages[p].tid, nm, sizeof nm);
+    line(c, 1, "free(%s);", nm);
+  }
+  /* signature: inputs in workload order, then the output */
+  for (int i = 0; i < w->nops; i++)
+    if (w->ops[i].is_input && k->nargs < CWM_MAX_ARGS - 1) k->arg_tid[k->nargs++] = i;
+  k->arg_tid[k->nargs++] = w->output;
+  for (int a = 0; a < k->nargs; a++) {
+    const cwm_op *op = &w->ops[k->arg_tid[a]];
+    long n = 1;
+    for (int d = 0; d < op->ndim; d++) n *= op->shape[d];
+    k->arg_len[a] = n;
+    snprintf(k->arg_name[a], CWM_MAX_NAME, "%s", op->name);
+  }
+  k->red_len = max_reduction(w);
+  char key[17];
+  cwm_hash_hex(cwm_hash64(body.s ? body.s : "", body.len) ^ (c->ref ? 0x5bd1e995ULL : 0), key);
+  if (o && o->fn_name) snprintf(k->fn, sizeof k->fn, "%s", o->fn_name);
+  else snprintf(k->fn, sizeof k->fn, "cwm_%s_%s", c->ref ? "ref" : "k", key);
+  snprintf(k->entry, sizeof k->entry, "%s_entry", k->fn);
+  cwm_buf_printf(&b, "/* %s: workload %s, %d steps (generated by cwm %s) */\n", k->fn, w->name, s->nsteps, CWM_VERSION);
+  cwm_buf_printf(&b, "void %s(", k->fn);
+  for (int a = 0; a < k->nargs; a++)
+    cwm_buf_printf(&b, "%s%sfloat *restrict %s", a ? ", " : "", a < k->nargs - 1 ? "const " : "", k->arg_name[a]);
+  cwm_buf_puts(&b, ") {\n");
+  cwm_buf_puts(&b, body.s ? body.s : "");
+  cwm_buf_puts(&b, "}\n");
+  cwm_buf_printf(&b, "void %s(float *const *args) { %s(", k->entry, k->fn);
+  for (int a = 0; a < k->nargs; a++) cwm_buf_printf(&b, "%sargs[%d]", a ? ", " : "", a);
+  cwm_buf_puts(&b, "); }\n");
+  k->body = cwm_buf_take(&b);
+  cwm_buf_free(&body);
+  free(c);
+  return 0;
+}
+
+void cwm_kernel_free(cwm_kernel *k) {
+  free(k->body);
+  k->body = NULL;
+}
+
+void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c) {
+  memset(c, 0, sizeof *c);
+  c->body = k->body;
+  c->entry = k->entry;
+  c->nargs = k->nargs;
+  for (int i = 0; i < k->nargs; i++) c->arg_len[i] = k->arg_len[i];
+}

@@ -1,0 +1,614 @@
+/* run.c: the runner half of measure.h. Each candidate runs in a forked child (own process group,
+ * resource limits, wall-clock time-out) that checks its output and times it, reporting one small
+ * binary message through a pipe; plus the seeded input data, the output check and the reference. */
+#define _GNU_SOURCE
+#include "cwm/measure.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#define MSG_MAGIC 0x43574d52u /* "CWMR" */
+#define FLUSH_BYTES (64u << 20)
+#define REF_HDR 64            /* keeps the floats after the header 64-byte aligned */
+
+/* What a child reports. Smaller than PIPE_BUF, so one write() is atomic: a kernel that forks and
+ * returns twice cannot interleave two reports. */
+typedef struct {
+  uint32_t magic;
+  int32_t error;
+  int32_t ncosts;
+  int32_t pad;
+  double costs[32];
+  char msg[256];
+} child_msg;
+
+typedef void (*kernel_fn)(float *const *args);
+
+/* ---- data -------------------------------------------------------------------------------- */
+
+static inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* SplitMix64 on a counter: element j depends only on (seed, arg, j), so any slice can be produced
+ * independently and the loop has no carried state. 24 random bits give k / 2^23 - 1, which is
+ * exact in float and uniform in [-1, 1). */
+void cwm_measure_fill(float *a, long n, unsigned long long seed, int arg) {
+  const uint64_t g = 0x9e3779b97f4a7c15ULL;
+  uint64_t key = mix64((uint64_t)seed * g ^ mix64((uint64_t)(arg + 1) * 0xd1b54a32d192ed03ULL));
+  const float scale = 1.0f / 8388608.0f;
+  for (long j = 0; j < n; j++) {
+    uint64_t h = mix64(key + (uint64_t)j * g);
+    a[j] = (float)((int32_t)(h >> 40) - 8388608) * scale;
+  }
+}
+
+int cwm_measure_check(const float *out, const cwm_reference *ref, double tol, char *msg, size_t n) {
+  double maxref = 0;
+  for (long i = 0; i < ref->len; i++) {
+    double r = fabs((double)ref->out[i]);
+    if (isfinite(r) && r > maxref) maxref = r;
+  }
+  double tol_abs = tol * (1 + maxref) * sqrt(ref->red_len > 1 ? (double)ref->red_len : 1.0);
+  long first = -1;
+  double maxerr = 0;
+  for (long i = 0; i < ref->len; i++) {
+    double o = out[i], r = ref->out[i];
+    int bad;
+    double e;
+    if (!isfinite(r)) {
+      /* A non-finite expectation can only be matched exactly (same infinity, or NaN for NaN). */
+      bad = isnan(r) ? !isnan(o) : o != r;
+      e = bad ? INFINITY : 0;
+    } else if (!isfinite(o)) {
+      bad = 1;
+      e = INFINITY;
+    } else {
+      e = fabs(o - r);
+      bad = e > tol_abs;
+    }
+    if (e > maxerr || (isnan(e) && !isnan(maxerr))) maxerr = e;
+    if (bad && first < 0) first = i;
+  }
+  if (first < 0) return 1;
+  if (msg && n)
+    snprintf(msg, n, "out[%ld] = %.9g, expected %.9g (max abs error %.3g > tol %.3g)", first,
+             (double)out[first], (double)ref->out[first], maxerr, tol_abs);
+  return 0;
+}
+
+/* ---- the child --------------------------------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void send_and_exit(int fd, child_msg *m) {
+  m->magic = MSG_MAGIC;
+  const char *p = (const char *)m;
+  size_t left = sizeof *m;
+  while (left) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    p += w;
+    left -= (size_t)w;
+  }
+  _exit(0);
+}
+
+/* Closes every inherited descriptor but stdio and the report pipe, so a kernel cannot touch the
+ * parent's files and RLIMIT_NOFILE is not spent on them. */
+static void close_inherited(int keep) {
+  int fds[1024], nfd = 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (d) {
+    int dfd = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) && nfd < 1024) {
+      int fd = atoi(e->d_name);
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd > 2 && fd != keep && fd != dfd)
+        fds[nfd++] = fd;
+    }
+    closedir(d);
+    for (int i = 0; i < nfd; i++) close(fds[i]);
+  } else {
+    for (int fd = 3; fd < 1024; fd++)
+      if (fd != keep) close(fd);
+  }
+}
+
+static void set_limit(int res, rlim_t v) {
+  struct rlimit rl;
+  if (getrlimit(res, &rl) != 0) return;
+  if (rl.rlim_max != RLIM_INFINITY && v > rl.rlim_max) v = rl.rlim_max;
+  rl.rlim_cur = v;
+  rl.rlim_max = v;
+  setrlimit(res, &rl);
+}
+
+/* Address space already mapped (libraries, the parent's heap, the reference copy-on-write):
+ * mem_limit_mb is granted on top of it, since a parent built with sanitizers or holding a model
+ * can map far more than any sensible kernel limit. */
+static rlim_t mapped_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long pages = 0;
+  if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+  fclose(f);
+  return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+static double time_calls(kernel_fn fn, float *const *args, long number) {
+  double t0 = now_s();
+  for (long k = 0; k < number; k++) fn(args);
+  return now_s() - t0;
+}
+
+/* Runs in the forked child and never returns. shared_out, if set, is the output buffer (a shared
+ * mapping the parent reads back: the reference); timing = 0 runs once only. */
+static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const char *so,
+                       const cwm_candidate *c, const cwm_reference *ref, double timeout,
+                       int timing, float *shared_out) {
+  double t_start = now_s();
+  child_msg m;
+  memset(&m, 0, sizeof m);
+#ifdef __linux__
+  /* Die with the parent, and never write a core file for a crashing kernel. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+#endif
+  setpgid(0, 0);
+  int nul = open("/dev/null", O_RDWR);
+  if (nul >= 0) {
+    dup2(nul, 0);
+    dup2(nul, 1); /* the kernel must not write into the caller's stdout (it may be a data stream) */
+    if (nul > 2) close(nul);
+  }
+  close_inherited(wfd);
+  signal(SIGPIPE, SIG_DFL);
+
+  static unsigned char *flush_buf;
+  if (timing && o->flush_cache) flush_buf = malloc(FLUSH_BYTES); /* before RLIMIT_AS: not the kernel's */
+
+  long mb = o->mem_limit_mb > 0 ? o->mem_limit_mb : 4096;
+  set_limit(RLIMIT_AS, mapped_bytes() + (rlim_t)mb * 1024 * 1024);
+  int thr = o->threads > 0 ? o->threads : 1;
+  set_limit(RLIMIT_CPU, (rlim_t)((timeout * 2 + 1) * thr)); /* CPU seconds add up over threads */
+  set_limit(RLIMIT_NOFILE, 64);
+  set_limit(RLIMIT_CORE, 0);
+#ifdef __linux__
+  prctl(PR_SET_DUMPABLE, 0);
+#endif
+
+  char tb[32];
+  snprintf(tb, sizeof tb, "%d", thr);
+  setenv("OMP_NUM_THREADS", tb, 1); /* libgomp reads these when it is loaded, i.e. by dlopen */
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    m.error = CWM_MERR_INSTANTIATION;
+    const char *e = dlerror();
+    snprintf(m.msg, sizeof m.msg, "dlopen: %s", e ? e : "failed");
+    send_and_exit(wfd, &m);
+  }
+  void *sym = dlsym(h, c->entry);
+  if (!sym) {
+    m.error = CWM_MERR_INSTANTIATION;
+    snprintf(m.msg, sizeof m.msg, "entry '%s' not found in the built object", c->entry);
+    send_and_exit(wfd, &m);
+  }
+  kernel_fn fn;
+  memcpy(&fn, &sym, sizeof fn);
+  /* If the parent already had libgomp loaded, the environment came too late; set it directly. */
+  void *set_thr = dlsym(h, "omp_set_num_threads");
+  if (set_thr) {
+    void (*f)(int);
+    memcpy(&f, &set_thr, sizeof f);
+    f(thr);
+  }
+
+  float *args[CWM_MAX_ARGS];
+  int nargs = c->nargs;
+  for (int i = 0; i < nargs; i++) {
+    int is_out = i == nargs - 1;
+    long len = c->arg_len[i] > 0 ? c->arg_len[i] : 1;
+    if (is_out && shared_out) {
+      args[i] = shared_out;
+    } else {
+      size_t bytes = ((size_t)len * sizeof(float) + 63) & ~(size_t)63;
+      args[i] = aligned_alloc(64, bytes);
+      if (!args[i]) {
+        m.error = CWM_MERR_RUNTIME;
+        snprintf(m.msg, sizeof m.msg, "cannot allocate %.1f MiB for argument %d within the memory limit",
+                 (double)bytes / 1048576.0, i);
+        send_and_exit(wfd, &m);
+      }
+    }
+    if (is_out) {
+      for (long j = 0; j < len; j++) args[i][j] = NAN; /* an element the kernel misses stays NaN */
+    } else {
+      cwm_measure_fill(args[i], len, o->seed, i);
+    }
+  }
+  float *out = args[nargs - 1];
+
+  fn(args);
+  if (o->check && ref && ref->out) {
+    if (ref->len != c->arg_len[nargs - 1]) {
+      m.error = CWM_MERR_WRONG_ANSWER;
+      snprintf(m.msg, sizeof m.msg, "output has %ld elements, reference %ld", c->arg_len[nargs - 1],
+               ref->len);
+      send_and_exit(wfd, &m);
+    }
+    char cm[256];
+    if (!cwm_measure_check(out, ref, o->tol, cm, sizeof cm)) {
+      m.error = CWM_MERR_WRONG_ANSWER;
+      snprintf(m.msg, sizeof m.msg, "%s", cm);
+      send_and_exit(wfd, &m);
+    }
+  }
+  if (!timing) send_and_exit(wfd, &m);
+
+  /* Leave a margin of the wall-clock time-out for the repeats, so a slow but correct kernel
+   * reports fewer repeats instead of being killed as a time-out. */
+  double deadline = t_start + 0.8 * timeout;
+  double target = (o->min_repeat_ms > 0 ? o->min_repeat_ms : 0) / 1000.0;
+  double t_warm = time_calls(fn, args, 1);
+  long number = 1;
+  if (t_warm < target) {
+    double t_cal0 = now_s();
+    for (;;) {
+      double t = time_calls(fn, args, number);
+      if (t >= target || now_s() - t_cal0 > 2.0 || number >= (1L << 40)) break;
+      number *= 2;
+    }
+  }
+  int repeats = o->repeats < 1 ? 1 : o->repeats > 32 ? 32 : o->repeats;
+  double last = 0;
+  for (int r = 0; r < repeats; r++) {
+    if (r > 0 && now_s() + last > deadline) break;
+    if (flush_buf) {
+      memset(flush_buf, r + 1, FLUSH_BYTES);
+      __asm__ __volatile__("" : : "r"(flush_buf) : "memory"); /* keep the stores */
+    }
+    double t = time_calls(fn, args, number);
+    m.costs[m.ncosts++] = t / (double)number;
+    last = t;
+  }
+  send_and_exit(wfd, &m);
+}
+
+/* ---- the parent -------------------------------------------------------------------------- */
+
+static const char *sig_name(int s) {
+  switch (s) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGALRM: return "SIGALRM";
+    default: return "signal";
+  }
+}
+
+/* Forks one child and waits for its report with a wall-clock time-out. The report is read by
+ * size, not to end-of-file: a grandchild the kernel forked keeps the pipe open. Whatever happens,
+ * the whole process group is killed and the child reaped before returning. Returns non-zero only
+ * if the child could not be started. */
+static int run_child(const cwm_measure_opts *o, const char *so, const cwm_candidate *c,
+                     const cwm_reference *ref, double timeout, int timing, float *shared_out,
+                     cwm_result *res, cwm_err *err) {
+  double t0 = cwm_now();
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0)
+    return cwm_fail(err, CWM_EMEASURE, "cannot create the runner pipe: %s", strerror(errno));
+  pid_t parent = getpid();
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(p[0]);
+    close(p[1]);
+    return cwm_fail(err, CWM_EMEASURE, "cannot fork the runner child: %s", strerror(e));
+  }
+  if (pid == 0) {
+    close(p[0]);
+    child_main(p[1], parent, o, so, c, ref, timeout, timing, shared_out);
+    _exit(1);
+  }
+  setpgid(pid, pid);
+  close(p[1]);
+  fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+
+  child_msg m;
+  size_t got = 0;
+  int eof = 0, exited = 0, timed_out = 0;
+  double deadline = t0 + timeout;
+  for (;;) {
+    double left = deadline - cwm_now();
+    if (left <= 0) { timed_out = 1; break; }
+    int ms = (int)(left * 1000) + 1;
+    if (ms > 20) ms = 20; /* wake up to notice a child that died while a grandchild holds the pipe */
+    if (eof) {
+      struct timespec ts = {0, (long)ms * 1000000L};
+      nanosleep(&ts, NULL);
+    } else {
+      struct pollfd pf = {p[0], POLLIN, 0};
+      poll(&pf, 1, ms);
+    }
+    for (;;) {
+      if (got == sizeof m || eof) break;
+      ssize_t r = read(p[0], (char *)&m + got, sizeof m - got);
+      if (r > 0) got += (size_t)r;
+      else if (r == 0) eof = 1;
+      else if (errno != EINTR) break;
+    }
+    if (got == sizeof m || exited) break;
+    /* WNOWAIT: look without reaping, so the pid (and so the group id) cannot be reused before the
+     * kill below. One more read pass follows, for a report written just before exiting. */
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+      exited = 1;
+  }
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  close(p[0]);
+  res->run_s = cwm_now() - t0;
+
+  if (got == sizeof m && m.magic == MSG_MAGIC) {
+    res->error = m.error;
+    res->ncosts = m.ncosts < 0 ? 0 : m.ncosts > 32 ? 32 : m.ncosts;
+    memcpy(res->costs, m.costs, sizeof m.costs);
+    m.msg[sizeof m.msg - 1] = 0;
+    snprintf(res->msg, sizeof res->msg, "%s", m.msg);
+  } else if (timed_out) {
+    res->error = CWM_MERR_RUN_TIMEOUT;
+    snprintf(res->msg, sizeof res->msg, "exceeded the %gs run time-out", timeout);
+  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU) {
+    res->error = CWM_MERR_RUN_TIMEOUT;
+    snprintf(res->msg, sizeof res->msg, "CPU time limit exceeded (SIGXCPU)");
+  } else if (WIFSIGNALED(st)) {
+    res->error = CWM_MERR_RUNTIME;
+    snprintf(res->msg, sizeof res->msg, "killed by %s (%s)", sig_name(WTERMSIG(st)),
+             strsignal(WTERMSIG(st)));
+  } else {
+    res->error = CWM_MERR_RUNTIME;
+    snprintf(res->msg, sizeof res->msg, "exited with status %d without a result",
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  }
+  return CWM_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void set_median(cwm_result *r) {
+  if (r->error != CWM_MERR_NONE || r->ncosts <= 0) {
+    if (r->error == CWM_MERR_NONE) {
+      r->error = CWM_MERR_UNKNOWN;
+      snprintf(r->msg, sizeof r->msg, "no timing was reported");
+    }
+    r->median = 1e10;
+    return;
+  }
+  double s[32];
+  memcpy(s, r->costs, sizeof(double) * (size_t)r->ncosts);
+  qsort(s, (size_t)r->ncosts, sizeof(double), cmp_double);
+  int k = r->ncosts;
+  r->median = k % 2 ? s[k / 2] : 0.5 * (s[k / 2 - 1] + s[k / 2]);
+}
+
+int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const cwm_reference *ref,
+                cwm_result *res, cwm_err *err) {
+  if (n <= 0) return CWM_OK;
+  char **so = cwm_xcalloc((size_t)n, sizeof *so);
+  int rc = cwm_build(o, c, n, so, res, err);
+  if (rc) {
+    free(so);
+    return rc;
+  }
+  /* Sequential and after every compiler has exited: timings must not share the machine. */
+  double timeout = o->run_timeout_s > 0 ? o->run_timeout_s : 10;
+  for (int i = 0; i < n && rc == CWM_OK; i++) {
+    if (!so[i]) {
+      res[i].median = 1e10;
+      continue;
+    }
+    rc = run_child(o, so[i], &c[i], o->check ? ref : NULL, timeout, 1, NULL, &res[i], err);
+    if (rc == CWM_OK) set_median(&res[i]);
+    if (o->verbose) {
+      if (res[i].error)
+        fprintf(stderr, "cwm: %s: %s: %s\n", c[i].entry, cwm_merr_name(res[i].error), res[i].msg);
+      else
+        fprintf(stderr, "cwm: %s: %.6g ms\n", c[i].entry, res[i].median * 1e3);
+    }
+  }
+  for (int i = 0; i < n; i++) free(so[i]);
+  free(so);
+  return rc;
+}
+
+/* ---- the reference ----------------------------------------------------------------------- */
+
+typedef struct {
+  char magic[8];
+  uint64_t len;
+  uint64_t checksum;
+  uint64_t seed;
+  uint64_t key;
+  uint64_t pad[3];
+} ref_hdr;
+_Static_assert(sizeof(ref_hdr) == REF_HDR, "reference header size");
+
+/* Four independent multiply-mix lanes over 64-bit words: fast enough for hundreds of MB. */
+static uint64_t checksum(const float *a, long n) {
+  const unsigned char *p = (const unsigned char *)a;
+  size_t bytes = (size_t)n * sizeof(float), nw = bytes / 8;
+  uint64_t h[4] = {1, 2, 3, 4};
+  size_t i = 0;
+  for (; i + 4 <= nw; i += 4)
+    for (int l = 0; l < 4; l++) {
+      uint64_t w;
+      memcpy(&w, p + (i + (size_t)l) * 8, 8);
+      h[l] = (h[l] ^ w) * 0x9e3779b97f4a7c15ULL;
+      h[l] ^= h[l] >> 29;
+    }
+  uint64_t r = (uint64_t)bytes;
+  for (; i < nw; i++) {
+    uint64_t w;
+    memcpy(&w, p + i * 8, 8);
+    r = mix64(r ^ w);
+  }
+  for (size_t k = nw * 8; k < bytes; k++) r = mix64(r ^ p[k]);
+  for (int l = 0; l < 4; l++) r = mix64(r ^ h[l]);
+  return r;
+}
+
+static uint64_t ref_key(const cwm_candidate *c, unsigned long long seed) {
+  cwm_buf k;
+  cwm_buf_init(&k);
+  cwm_buf_puts(&k, c->body);
+  cwm_buf_printf(&k, "\x01%s\x01%d\x01%llu", c->entry, c->nargs, seed);
+  for (int i = 0; i < c->nargs; i++) cwm_buf_printf(&k, ",%ld", c->arg_len[i]);
+  uint64_t h = cwm_hash64(k.s, k.len);
+  cwm_buf_free(&k);
+  return h;
+}
+
+/* Loads a cached reference; NULL (and the caller recomputes) if missing, short, or corrupt. */
+static float *load_ref(const char *path, long len, uint64_t key, unsigned long long seed) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  ref_hdr h;
+  float *a = NULL;
+  if (fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, "CWMREF01", 8) == 0 &&
+      h.len == (uint64_t)len && h.key == key && h.seed == (uint64_t)seed) {
+    a = cwm_xmalloc((size_t)len * sizeof(float));
+    char extra;
+    if (fread(a, sizeof(float), (size_t)len, f) != (size_t)len || fread(&extra, 1, 1, f) != 0 ||
+        checksum(a, len) != h.checksum) {
+      free(a);
+      a = NULL;
+    }
+  }
+  fclose(f);
+  return a;
+}
+
+int cwm_reference_compute(const cwm_measure_opts *o, const cwm_candidate *ref_kernel, long red_len,
+                          cwm_reference **out, cwm_err *err) {
+  *out = NULL;
+  const cwm_candidate *c = ref_kernel;
+  if (!c || !c->body || !c->entry || c->nargs < 1 || c->nargs > CWM_MAX_ARGS ||
+      c->arg_len[c->nargs - 1] <= 0)
+    return cwm_fail(err, CWM_EMEASURE, "malformed reference kernel");
+  long len = c->arg_len[c->nargs - 1];
+  const char *dir = cwm_measure_cache_dir(o);
+  uint64_t key = ref_key(c, o->seed);
+  char hex[17], path[4200];
+  cwm_hash_hex(key, hex);
+  snprintf(path, sizeof path, "%s/%s.ref", dir, hex);
+
+  float *data = load_ref(path, len, key, o->seed);
+  if (!data) {
+    char *so = NULL;
+    cwm_result r;
+    int rc = cwm_build(o, c, 1, &so, &r, err);
+    if (rc) return rc;
+    if (!so)
+      return cwm_fail(err, CWM_EMEASURE, "reference kernel %s does not build: %s: %s", c->entry,
+                      cwm_merr_name(r.error), r.msg);
+    /* The output lives in a shared mapping so the parent reads it back without a copy through
+     * the pipe; the header in front lets the same block be written to the cache file as is. */
+    size_t bytes = REF_HDR + (size_t)len * sizeof(float);
+    void *blk = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (blk == MAP_FAILED) {
+      free(so);
+      return cwm_fail(err, CWM_EMEASURE, "cannot map %.1f MiB for the reference output: %s",
+                      (double)bytes / 1048576.0, strerror(errno));
+    }
+    float *shared = (float *)((char *)blk + REF_HDR);
+    double timeout = o->run_timeout_s > 120 ? o->run_timeout_s : 120;
+    cwm_measure_opts ro = *o;
+    ro.check = 0;
+    memset(&r, 0, sizeof r);
+    rc = run_child(&ro, so, c, NULL, timeout, 0, shared, &r, err);
+    free(so);
+    if (rc == CWM_OK && r.error != CWM_MERR_NONE)
+      rc = cwm_fail(err, CWM_EMEASURE, "reference kernel %s failed: %s: %s", c->entry,
+                    cwm_merr_name(r.error), r.msg);
+    if (rc) {
+      munmap(blk, bytes);
+      return rc;
+    }
+    ref_hdr h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, "CWMREF01", 8);
+    h.len = (uint64_t)len;
+    h.checksum = checksum(shared, len);
+    h.seed = o->seed;
+    h.key = key;
+    memcpy(blk, &h, sizeof h);
+    cwm_err werr;
+    /* Only a cache: failing to write it costs a recomputation next time, nothing more. */
+    if (cwm_write_file_atomic(path, blk, bytes, &werr) != CWM_OK && o->verbose)
+      fprintf(stderr, "cwm: cannot cache the reference: %s\n", werr.msg);
+    data = cwm_xmalloc((size_t)len * sizeof(float));
+    memcpy(data, shared, (size_t)len * sizeof(float));
+    munmap(blk, bytes);
+  } else if (o->verbose) {
+    fprintf(stderr, "cwm: reference %s loaded from %s\n", c->entry, path);
+  }
+  cwm_reference *rf = cwm_xcalloc(1, sizeof *rf);
+  rf->len = len;
+  rf->out = data;
+  rf->red_len = red_len;
+  *out = rf;
+  return CWM_OK;
+}
+
+void cwm_reference_free(cwm_reference *r) {
+  if (!r) return;
+  free(r->out);
+  free(r);
+}

@@ -1,0 +1,115 @@
+/* expr.c: construction, copying and inspection of expression trees, plus the identifier
+ * policy. Names from workload text end up verbatim in generated C, so cwm_ident_valid is the
+ * one gate that keeps anything but a plain, non-reserved identifier out of it. */
+#include "cwm/te.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cwm_expr *cwm_expr_new(cwm_xkind kind) {
+  cwm_expr *e = cwm_xcalloc(1, sizeof *e);
+  e->kind = kind;
+  return e;
+}
+
+cwm_expr *cwm_expr_clone(const cwm_expr *e) {
+  if (!e) return NULL;
+  cwm_expr *c = cwm_xmalloc(sizeof *c);
+  *c = *e;
+  c->args = NULL;
+  if (e->nargs > 0) {
+    c->args = cwm_xcalloc((size_t)e->nargs, sizeof *c->args);
+    for (int i = 0; i < e->nargs; i++) c->args[i] = cwm_expr_clone(e->args[i]);
+  }
+  return c;
+}
+
+void cwm_expr_free(cwm_expr *e) {
+  if (!e) return;
+  for (int i = 0; i < e->nargs; i++) cwm_expr_free(e->args[i]);
+  free(e->args);
+  free(e);
+}
+
+/* Only the fields that mean something for the kind are compared, so builders that leave
+ * stale values in unused fields still compare equal. */
+int cwm_expr_equal(const cwm_expr *a, const cwm_expr *b) {
+  if (a == b) return 1;
+  if (!a || !b) return 0;
+  if (a->kind != b->kind || a->is_int != b->is_int || a->nargs != b->nargs) return 0;
+  switch (a->kind) {
+  case CWM_X_CONST: if (a->value != b->value) return 0; break;
+  case CWM_X_VAR: if (a->var != b->var) return 0; break;
+  case CWM_X_READ: if (a->tensor != b->tensor) return 0; break;
+  case CWM_X_BIN: case CWM_X_CMP: case CWM_X_CALL: if (a->op != b->op) return 0; break;
+  default: break;
+  }
+  for (int i = 0; i < a->nargs; i++)
+    if (!cwm_expr_equal(a->args[i], b->args[i])) return 0;
+  return 1;
+}
+
+int cwm_expr_reads(const cwm_expr *e, int t) {
+  if (!e) return 0;
+  if (e->kind == CWM_X_READ && e->tensor == t) return 1;
+  for (int i = 0; i < e->nargs; i++)
+    if (cwm_expr_reads(e->args[i], t)) return 1;
+  return 0;
+}
+
+/* max/min/relu cost about as much as an add, so they do not make a body "expensive". */
+int cwm_expr_has_call(const cwm_expr *e) {
+  if (!e) return 0;
+  if (e->kind == CWM_X_CALL && e->op != CWM_FN_MAX && e->op != CWM_FN_MIN && e->op != CWM_FN_RELU)
+    return 1;
+  for (int i = 0; i < e->nargs; i++)
+    if (cwm_expr_has_call(e->args[i])) return 1;
+  return 0;
+}
+
+int cwm_expr_has_select(const cwm_expr *e) {
+  if (!e) return 0;
+  if (e->kind == CWM_X_SELECT) return 1;
+  for (int i = 0; i < e->nargs; i++)
+    if (cwm_expr_has_select(e->args[i])) return 1;
+  return 0;
+}
+
+const char *cwm_fn_name(cwm_fn f) {
+  static const char *const names[CWM_FN__COUNT] = {"exp", "tanh", "erf", "sqrt", "rsqrt",
+                                                   "max", "min", "gelu", "relu"};
+  if ((int)f < 0 || f >= CWM_FN__COUNT) return "?";
+  return names[f];
+}
+
+static const char *const reserved[] = {
+    /* C11 keywords */
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "_Alignas", "_Alignof", "_Atomic",
+    "_Bool", "_Complex", "_Generic", "_Imaginary", "_Noreturn", "_Static_assert",
+    "_Thread_local",
+    /* names the generated code or its libraries use, and the language's own words */
+    "main", "exp", "expf", "tanh", "tanhf", "erf", "erff", "sqrt", "sqrtf", "fmaxf", "fminf",
+    "fabsf", "malloc", "free", "calloc", "realloc", "aligned_alloc", "memcpy", "memset",
+    "printf", "abort", "exit", "args", "select", "sum", "max", "min", "gelu", "relu", "rsqrt",
+    "input", "output", "omp"};
+
+/* Explicit ranges rather than <ctype.h>: the answer must not depend on the locale. */
+static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static int is_alnum_(int c) { return is_alpha(c) || (c >= '0' && c <= '9') || c == '_'; }
+
+int cwm_ident_valid(const char *s) {
+  if (!s || !is_alpha((unsigned char)s[0])) return 0;
+  size_t n = 0;
+  for (; s[n]; n++) {
+    if (!is_alnum_((unsigned char)s[n])) return 0;
+    if (n + 1 >= CWM_MAX_NAME) return 0;
+  }
+  if (strstr(s, "__")) return 0;
+  if ((s[0] | 0x20) == 'c' && (s[1] | 0x20) == 'w' && (s[2] | 0x20) == 'm') return 0;
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (strcmp(s, reserved[i]) == 0) return 0;
+  return 1;
+}

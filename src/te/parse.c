@@ -1,0 +1,1023 @@
+/* parse.c: the workload language parser. Input may be hostile (it is fuzzed, and every name
+ * it accepts is pasted into generated C), so the lexer is lazy and allocation-free, recursion and
+ * tree height are bounded, every integer is range-checked and every name passes cwm_ident_valid. */
+#include "cwm/te.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64      /* parser recursion (parentheses, unary operators, calls) */
+#define MAX_HEIGHT 256    /* expression tree height: later passes walk trees recursively */
+#define MAX_EXTENT (1LL << 24)
+#define MAX_ELEMS (1LL << 31)
+#define MAX_NUMLEN 63
+
+/* ---------------------------------------------------------------- lexer */
+
+typedef enum { T_EOF, T_NL, T_IDENT, T_INT, T_FLOAT, T_PUNCT, T_BAD } tkind;
+
+/* Two-character operators get one-letter codes: 'l' <=, 'g' >=, 'e' ==, 'n' !=, '&' &&, '|' ||. */
+typedef struct {
+  tkind kind;
+  int op;
+  const char *start;
+  size_t len;
+  int line, col;
+  double fval;
+  long long ival;
+  int overflow; /* number too large or too long */
+} tok;
+
+typedef struct {
+  const char *s;
+  size_t pos;
+  int line, col;
+} lexer;
+
+static int is_digit(int c) { return c >= '0' && c <= '9'; }
+static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+
+static void lex_next(lexer *lx, tok *t) {
+  const char *s = lx->s;
+  for (;;) {
+    char c = s[lx->pos];
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f') {
+      lx->pos++, lx->col++;
+    } else if (c == '#') {
+      while (s[lx->pos] && s[lx->pos] != '\n') lx->pos++, lx->col++;
+    } else {
+      break;
+    }
+  }
+  memset(t, 0, sizeof *t);
+  t->start = s + lx->pos;
+  t->line = lx->line;
+  t->col = lx->col;
+  char c = s[lx->pos];
+  size_t n = 1;
+  if (c == 0) {
+    t->kind = T_EOF;
+    n = 0;
+  } else if (c == '\n') {
+    t->kind = T_NL;
+    lx->pos++;
+    lx->line++;
+    lx->col = 1;
+    t->len = 1;
+    return;
+  } else if (is_alpha((unsigned char)c)) {
+    t->kind = T_IDENT;
+    n = 0;
+    while (is_alpha((unsigned char)s[lx->pos + n]) || is_digit((unsigned char)s[lx->pos + n])) n++;
+  } else if (is_digit((unsigned char)c) || (c == '.' && is_digit((unsigned char)s[lx->pos + 1]))) {
+    const char *p = s + lx->pos, *q = p;
+    int is_float = 0;
+    while (is_digit((unsigned char)*q)) q++;
+    if (*q == '.') {
+      is_float = 1;
+      q++;
+      while (is_digit((unsigned char)*q)) q++;
+    }
+    if ((*q == 'e' || *q == 'E') &&
+        (is_digit((unsigned char)q[1]) ||
+         ((q[1] == '+' || q[1] == '-') && is_digit((unsigned char)q[2])))) {
+      is_float = 1;
+      q += 2;
+      while (is_digit((unsigned char)*q)) q++;
+    }
+    n = (size_t)(q - p);
+    t->kind = is_float ? T_FLOAT : T_INT;
+    if (n > MAX_NUMLEN) {
+      t->overflow = 1;
+    } else if (is_float) {
+      char buf[MAX_NUMLEN + 1];
+      memcpy(buf, p, n);
+      buf[n] = 0;
+      t->fval = strtod(buf, NULL);
+      if (!isfinite(t->fval)) t->overflow = 1;
+    } else {
+      long long v = 0;
+      for (const char *r = p; r < q; r++) {
+        v = v * 10 + (*r - '0');
+        if (v > 2147483647LL) { t->overflow = 1; break; }
+      }
+      t->ival = v;
+      t->fval = (double)v;
+    }
+  } else {
+    char d = s[lx->pos + 1];
+    t->kind = T_PUNCT;
+    t->op = c;
+    if (c == '<' && d == '=') t->op = 'l', n = 2;
+    else if (c == '>' && d == '=') t->op = 'g', n = 2;
+    else if (c == '=' && d == '=') t->op = 'e', n = 2;
+    else if (c == '!' && d == '=') t->op = 'n', n = 2;
+    else if (c == '&' && d == '&') t->op = '&', n = 2;
+    else if (c == '|' && d == '|') t->op = '|', n = 2;
+    else if (!strchr("[](),:=+-*/%<>!", c)) t->kind = T_BAD;
+  }
+  t->len = n;
+  lx->pos += n;
+  lx->col += (int)n;
+}
+
+/* ---------------------------------------------------------------- parser state */
+
+typedef struct {
+  lexer lx;
+  tok cur;
+  cwm_err *err;
+  int failed;
+  cwm_workload *w;
+  int depth;
+  /* axes visible in the statement being parsed: spatial first, then reduction */
+  int nax;
+  char ax[2 * CWM_MAX_DIMS][CWM_MAX_NAME];
+} parser;
+
+static void advance(parser *p) { lex_next(&p->lx, &p->cur); }
+
+/* The k-th token after the current one, without consuming anything. */
+static tok peek(const parser *p, int k) {
+  lexer lx = p->lx;
+  tok t = p->cur;
+  for (int i = 0; i < k && t.kind != T_EOF; i++) lex_next(&lx, &t);
+  return t;
+}
+
+static int is_punct(const tok *t, int op) { return t->kind == T_PUNCT && t->op == op; }
+static int is_word(const tok *t, const char *w) {
+  return t->kind == T_IDENT && t->len == strlen(w) && memcmp(t->start, w, t->len) == 0;
+}
+static int at_eol(const tok *t) { return t->kind == T_NL || t->kind == T_EOF; }
+
+/* Token text for messages: shortened, and anything unprintable escaped so an error message
+ * never carries raw control bytes. */
+static const char *tok_text(const tok *t, char *buf, size_t n) {
+  size_t o = 0, lim = t->len < 40 ? t->len : 40;
+  for (size_t i = 0; i < lim && o + 8 < n; i++) {
+    unsigned char c = (unsigned char)t->start[i];
+    if (c >= 0x20 && c < 0x7f) buf[o++] = (char)c;
+    else o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
+  }
+  if (lim < t->len && o + 4 < n) memcpy(buf + o, "...", 3), o += 3;
+  buf[o] = 0;
+  return buf;
+}
+
+static const char *tok_desc(const tok *t, char *buf, size_t n) {
+  char txt[200];
+  switch (t->kind) {
+  case T_EOF: snprintf(buf, n, "end of input"); break;
+  case T_NL: snprintf(buf, n, "end of line"); break;
+  case T_IDENT: snprintf(buf, n, "'%s'", tok_text(t, txt, sizeof txt)); break;
+  case T_INT: snprintf(buf, n, "number '%s'", tok_text(t, txt, sizeof txt)); break;
+  case T_FLOAT: snprintf(buf, n, "float literal '%s'", tok_text(t, txt, sizeof txt)); break;
+  case T_PUNCT: snprintf(buf, n, "'%s'", tok_text(t, txt, sizeof txt)); break;
+  case T_BAD: snprintf(buf, n, "character '%s'", tok_text(t, txt, sizeof txt)); break;
+  }
+  return buf;
+}
+
+static void perr(parser *p, const tok *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void perr(parser *p, const tok *t, const char *fmt, ...) {
+  if (p->failed) return;
+  p->failed = 1;
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  cwm_fail(p->err, CWM_EPARSE, "line %d, column %d: %s", t->line, t->col, msg);
+}
+
+/* "expected X, found <current token>" */
+static void expected(parser *p, const char *what) {
+  char d[256];
+  perr(p, &p->cur, "expected %s, found %s", what, tok_desc(&p->cur, d, sizeof d));
+}
+
+static int expect_punct(parser *p, int op, const char *what) {
+  if (!is_punct(&p->cur, op)) {
+    expected(p, what);
+    return 0;
+  }
+  advance(p);
+  return 1;
+}
+
+static void tok_name(const tok *t, char out[CWM_MAX_NAME]) {
+  size_t n = t->len < CWM_MAX_NAME - 1 ? t->len : CWM_MAX_NAME - 1;
+  memcpy(out, t->start, n);
+  out[n] = 0;
+}
+
+/* Reads a name token that will become a tensor or axis name; every name reaching generated C
+ * passes through here. */
+static int take_name(parser *p, char out[CWM_MAX_NAME], const char *what) {
+  if (p->cur.kind != T_IDENT) {
+    expected(p, what);
+    return 0;
+  }
+  char txt[200];
+  tok_text(&p->cur, txt, sizeof txt);
+  if (p->cur.len >= CWM_MAX_NAME) {
+    perr(p, &p->cur, "'%s' is not a permitted name (longer than %d characters)", txt,
+         CWM_MAX_NAME - 1);
+    return 0;
+  }
+  tok_name(&p->cur, out);
+  if (!cwm_ident_valid(out)) {
+    perr(p, &p->cur, "'%s' is not a permitted name", txt);
+    return 0;
+  }
+  return 1;
+}
+
+static int find_tensor(const parser *p, const char *name) {
+  for (int i = 0; i < p->w->nops; i++)
+    if (strcmp(p->w->ops[i].name, name) == 0) return i;
+  return -1;
+}
+
+static int find_axis(const parser *p, const char *name) {
+  for (int i = 0; i < p->nax; i++)
+    if (strcmp(p->ax[i], name) == 0) return i;
+  return -1;
+}
+
+/* An axis of any earlier compute: tensor and loop names share the generated C scope. */
+static int is_axis_anywhere(const parser *p, const char *name) {
+  for (int i = 0; i < p->w->nops; i++) {
+    const cwm_op *o = &p->w->ops[i];
+    if (o->is_input) continue;
+    for (int j = 0; j < o->ndim; j++) if (strcmp(o->axis[j], name) == 0) return 1;
+    for (int j = 0; j < o->nred; j++) if (strcmp(o->red_axis[j], name) == 0) return 1;
+  }
+  return 0;
+}
+
+static int tok_fn(const tok *t) {
+  for (int f = 0; f < CWM_FN__COUNT; f++)
+    if (is_word(t, cwm_fn_name((cwm_fn)f))) return f;
+  return -1;
+}
+
+static int fn_arity(int f) { return (f == CWM_FN_MAX || f == CWM_FN_MIN) ? 2 : 1; }
+
+/* A reduction starts with sum/max/min '(' IDENT ':'; max(a, b) is the binary function. */
+static int at_reduction(const parser *p) {
+  if (!(is_word(&p->cur, "sum") || is_word(&p->cur, "max") || is_word(&p->cur, "min"))) return 0;
+  tok a = peek(p, 1), b = peek(p, 2), c = peek(p, 3);
+  return is_punct(&a, '(') && b.kind == T_IDENT && is_punct(&c, ':');
+}
+
+static cwm_expr *node(cwm_xkind kind, int is_int, int nargs) {
+  cwm_expr *e = cwm_expr_new(kind);
+  e->is_int = is_int;
+  e->nargs = nargs;
+  if (nargs) e->args = cwm_xcalloc((size_t)nargs, sizeof *e->args);
+  return e;
+}
+
+static int enter(parser *p) {
+  if (++p->depth > MAX_DEPTH) {
+    perr(p, &p->cur, "expression nested too deeply (more than %d levels)", MAX_DEPTH);
+    return 0;
+  }
+  return 1;
+}
+
+/* Joins two operands; checks the height so that no later recursive walk can overflow. */
+static cwm_expr *join2(parser *p, const tok *at, cwm_xkind kind, int op, int is_int, cwm_expr *l,
+                       int hl, cwm_expr *r, int hr, int *h) {
+  int hh = 1 + (hl > hr ? hl : hr);
+  if (hh > MAX_HEIGHT) {
+    perr(p, at, "expression too large (tree height above %d)", MAX_HEIGHT);
+    cwm_expr_free(l);
+    cwm_expr_free(r);
+    return NULL;
+  }
+  cwm_expr *e = node(kind, is_int, 2);
+  e->op = op;
+  e->args[0] = l;
+  e->args[1] = r;
+  *h = hh;
+  return e;
+}
+
+/* ---------------------------------------------------------------- index expressions */
+
+static cwm_expr *pi_add(parser *p, int *h);
+
+static cwm_expr *pi_primary(parser *p, int *h) {
+  tok t = p->cur;
+  char d[256];
+  *h = 1;
+  if (t.kind == T_INT) {
+    if (t.overflow) {
+      perr(p, &t, "number '%s' is too large", tok_text(&t, d, sizeof d));
+      return NULL;
+    }
+    advance(p);
+    cwm_expr *e = node(CWM_X_CONST, 1, 0);
+    e->value = (double)t.ival;
+    return e;
+  }
+  if (t.kind == T_FLOAT) {
+    perr(p, &t, "expected an integer index expression, found %s", tok_desc(&t, d, sizeof d));
+    return NULL;
+  }
+  if (is_punct(&t, '(')) {
+    if (!enter(p)) return NULL;
+    advance(p);
+    cwm_expr *e = pi_add(p, h);
+    p->depth--;
+    if (e && !expect_punct(p, ')', "')'")) {
+      cwm_expr_free(e);
+      return NULL;
+    }
+    return e;
+  }
+  if (t.kind == T_IDENT) {
+    char name[CWM_MAX_NAME];
+    tok_name(&t, name);
+    int a = t.len < CWM_MAX_NAME ? find_axis(p, name) : -1;
+    if (a >= 0) {
+      advance(p);
+      cwm_expr *e = node(CWM_X_VAR, 1, 0);
+      e->var = a;
+      return e;
+    }
+    tok nx = peek(p, 1);
+    if (is_punct(&nx, '[') || is_punct(&nx, '('))
+      perr(p, &t, "expected an integer index expression, found %s %s",
+           is_punct(&nx, '[') ? "tensor read" : "call", tok_desc(&t, d, sizeof d));
+    else
+      perr(p, &t, "unknown axis %s", tok_desc(&t, d, sizeof d));
+    return NULL;
+  }
+  expected(p, "an integer index expression");
+  return NULL;
+}
+
+static cwm_expr *pi_unary(parser *p, int *h) {
+  if (!is_punct(&p->cur, '-')) return pi_primary(p, h);
+  tok t = p->cur;
+  if (!enter(p)) return NULL;
+  advance(p);
+  cwm_expr *x = pi_unary(p, h);
+  p->depth--;
+  if (!x) return NULL;
+  if (*h + 1 > MAX_HEIGHT) {
+    perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
+    cwm_expr_free(x);
+    return NULL;
+  }
+  cwm_expr *e = node(CWM_X_NEG, 1, 1);
+  e->args[0] = x;
+  (*h)++;
+  return e;
+}
+
+static cwm_expr *pi_mul(parser *p, int *h) {
+  cwm_expr *l = pi_unary(p, h);
+  while (l && (is_punct(&p->cur, '*') || is_punct(&p->cur, '/') || is_punct(&p->cur, '%'))) {
+    tok t = p->cur;
+    advance(p);
+    tok rt = p->cur;
+    int hr;
+    cwm_expr *r = pi_unary(p, &hr);
+    if (!r) {
+      cwm_expr_free(l);
+      return NULL;
+    }
+    if (t.op != '*' && !(r->kind == CWM_X_CONST && r->value > 0)) {
+      char d[256];
+      perr(p, &rt, "expected a positive integer constant after '%c', found %s", t.op,
+           tok_desc(&rt, d, sizeof d));
+      cwm_expr_free(l);
+      cwm_expr_free(r);
+      return NULL;
+    }
+    l = join2(p, &t, CWM_X_BIN, t.op, 1, l, *h, r, hr, h);
+  }
+  return l;
+}
+
+static cwm_expr *pi_add(parser *p, int *h) {
+  cwm_expr *l = pi_mul(p, h);
+  while (l && (is_punct(&p->cur, '+') || is_punct(&p->cur, '-'))) {
+    tok t = p->cur;
+    advance(p);
+    int hr;
+    cwm_expr *r = pi_mul(p, &hr);
+    if (!r) {
+      cwm_expr_free(l);
+      return NULL;
+    }
+    l = join2(p, &t, CWM_X_BIN, t.op, 1, l, *h, r, hr, h);
+  }
+  return l;
+}
+
+/* ---------------------------------------------------------------- conditions */
+
+static cwm_expr *pc_or(parser *p, int *h);
+
+/* In a condition, '(' opens either a parenthesised condition or an index expression that a
+ * comparison follows: `(h < 3) && ...` versus `(h + 1) < 3`. The token after the matching ')'
+ * decides, since a comparison can never directly follow a parenthesised condition. */
+static int paren_is_cond(const parser *p) {
+  lexer lx = p->lx;
+  tok t;
+  int depth = 1;
+  while (depth > 0) {
+    lex_next(&lx, &t);
+    if (t.kind == T_EOF || t.kind == T_NL || t.kind == T_BAD) return 0;
+    if (is_punct(&t, '(')) depth++;
+    else if (is_punct(&t, ')')) depth--;
+  }
+  lex_next(&lx, &t);
+  return is_punct(&t, '&') || is_punct(&t, '|') || is_punct(&t, ')') || is_punct(&t, ',') ||
+         at_eol(&t);
+}
+
+static int cmp_op(const tok *t) {
+  if (t->kind != T_PUNCT) return 0;
+  switch (t->op) {
+  case '<': return '<';
+  case 'l': return 'l';
+  case '>': return '>';
+  case 'g': return 'g';
+  case 'e': return '=';
+  case 'n': return '!';
+  default: return 0;
+  }
+}
+
+static cwm_expr *pc_atom(parser *p, int *h) {
+  if (is_punct(&p->cur, '(') && paren_is_cond(p)) {
+    if (!enter(p)) return NULL;
+    advance(p);
+    cwm_expr *e = pc_or(p, h);
+    p->depth--;
+    if (e && !expect_punct(p, ')', "')'")) {
+      cwm_expr_free(e);
+      return NULL;
+    }
+    return e;
+  }
+  int hl, hr;
+  cwm_expr *l = pi_add(p, &hl);
+  if (!l) return NULL;
+  tok t = p->cur;
+  int op = cmp_op(&t);
+  if (!op) {
+    expected(p, "a comparison operator");
+    cwm_expr_free(l);
+    return NULL;
+  }
+  advance(p);
+  cwm_expr *r = pi_add(p, &hr);
+  if (!r) {
+    cwm_expr_free(l);
+    return NULL;
+  }
+  return join2(p, &t, CWM_X_CMP, op, 1, l, hl, r, hr, h);
+}
+
+static cwm_expr *pc_not(parser *p, int *h) {
+  if (!is_punct(&p->cur, '!')) return pc_atom(p, h);
+  tok t = p->cur;
+  if (!enter(p)) return NULL;
+  advance(p);
+  cwm_expr *x = pc_not(p, h);
+  p->depth--;
+  if (!x) return NULL;
+  if (*h + 1 > MAX_HEIGHT) {
+    perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
+    cwm_expr_free(x);
+    return NULL;
+  }
+  cwm_expr *e = node(CWM_X_NOT, 1, 1);
+  e->args[0] = x;
+  (*h)++;
+  return e;
+}
+
+static cwm_expr *pc_and(parser *p, int *h) {
+  cwm_expr *l = pc_not(p, h);
+  while (l && is_punct(&p->cur, '&')) {
+    tok t = p->cur;
+    advance(p);
+    int hr;
+    cwm_expr *r = pc_not(p, &hr);
+    if (!r) {
+      cwm_expr_free(l);
+      return NULL;
+    }
+    l = join2(p, &t, CWM_X_AND, 0, 1, l, *h, r, hr, h);
+  }
+  return l;
+}
+
+static cwm_expr *pc_or(parser *p, int *h) {
+  cwm_expr *l = pc_and(p, h);
+  while (l && is_punct(&p->cur, '|')) {
+    tok t = p->cur;
+    advance(p);
+    int hr;
+    cwm_expr *r = pc_and(p, &hr);
+    if (!r) {
+      cwm_expr_free(l);
+      return NULL;
+    }
+    l = join2(p, &t, CWM_X_OR, 0, 1, l, *h, r, hr, h);
+  }
+  return l;
+}
+
+/* ---------------------------------------------------------------- value expressions */
+
+static cwm_expr *pv_add(parser *p, int *h);
+
+/* At '(': parses "(a, b, ...)" into args, as value expressions, or for select a condition first. */
+static int call_args(parser *p, const tok *fn, const char *fname, int want, int first_cond,
+                     cwm_expr **args, int *h) {
+  if (!enter(p)) return 0;
+  advance(p); /* '(' */
+  int n = 0, ok = 1;
+  *h = 0;
+  for (;;) {
+    int ha;
+    cwm_expr *a = (n == 0 && first_cond) ? pc_or(p, &ha) : pv_add(p, &ha);
+    if (!a) { ok = 0; break; }
+    args[n++] = a;
+    if (ha > *h) *h = ha;
+    if (is_punct(&p->cur, ',')) {
+      if (n == want) {
+        perr(p, &p->cur, "'%s' takes %d argument%s, found more", fname, want, want == 1 ? "" : "s");
+        ok = 0;
+        break;
+      }
+      advance(p);
+      continue;
+    }
+    if (!is_punct(&p->cur, ')')) {
+      expected(p, n < want ? "',' or ')'" : "')'");
+      ok = 0;
+      break;
+    }
+    if (n < want) {
+      perr(p, fn, "'%s' takes %d arguments, found %d", fname, want, n);
+      ok = 0;
+      break;
+    }
+    advance(p);
+    break;
+  }
+  p->depth--;
+  if (ok && *h + 1 > MAX_HEIGHT) {
+    perr(p, fn, "expression too large (tree height above %d)", MAX_HEIGHT);
+    ok = 0;
+  }
+  if (!ok) {
+    for (int i = 0; i < n; i++) cwm_expr_free(args[i]);
+    return 0;
+  }
+  (*h)++;
+  return 1;
+}
+
+static cwm_expr *p_read(parser *p, int t_index, int *h) {
+  tok nt = p->cur;
+  const cwm_op *o = &p->w->ops[t_index];
+  advance(p); /* name */
+  if (!enter(p)) return NULL;
+  advance(p); /* '[' */
+  cwm_expr *args[CWM_MAX_DIMS];
+  int n = 0, ok = 1;
+  *h = 0;
+  for (;;) {
+    if (n == CWM_MAX_DIMS) {
+      perr(p, &nt, "tensor '%s' has %d dimension%s, found more indices", o->name, o->ndim,
+           o->ndim == 1 ? "" : "s");
+      ok = 0;
+      break;
+    }
+    int ha;
+    cwm_expr *a = pi_add(p, &ha);
+    if (!a) { ok = 0; break; }
+    args[n++] = a;
+    if (ha > *h) *h = ha;
+    if (is_punct(&p->cur, ',')) { advance(p); continue; }
+    if (!is_punct(&p->cur, ']')) { expected(p, "',' or ']'"); ok = 0; break; }
+    advance(p);
+    break;
+  }
+  p->depth--;
+  if (ok && n != o->ndim) {
+    perr(p, &nt, "tensor '%s' has %d dimension%s, found %d ind%s", o->name, o->ndim,
+         o->ndim == 1 ? "" : "s", n, n == 1 ? "ex" : "ices");
+    ok = 0;
+  }
+  if (ok && *h + 1 > MAX_HEIGHT) {
+    perr(p, &nt, "expression too large (tree height above %d)", MAX_HEIGHT);
+    ok = 0;
+  }
+  if (!ok) {
+    for (int i = 0; i < n; i++) cwm_expr_free(args[i]);
+    return NULL;
+  }
+  cwm_expr *e = node(CWM_X_READ, 0, n);
+  e->tensor = t_index;
+  memcpy(e->args, args, (size_t)n * sizeof *args);
+  (*h)++;
+  return e;
+}
+
+static cwm_expr *pv_primary(parser *p, int *h) {
+  tok t = p->cur;
+  char d[256];
+  *h = 1;
+  if (t.kind == T_INT || t.kind == T_FLOAT) {
+    if (t.overflow) {
+      perr(p, &t, "number '%s' is too large", tok_text(&t, d, sizeof d));
+      return NULL;
+    }
+    advance(p);
+    cwm_expr *e = node(CWM_X_CONST, 0, 0);
+    e->value = t.fval;
+    return e;
+  }
+  if (is_punct(&t, '(')) {
+    if (!enter(p)) return NULL;
+    advance(p);
+    cwm_expr *e = pv_add(p, h);
+    p->depth--;
+    if (e && !expect_punct(p, ')', "')'")) {
+      cwm_expr_free(e);
+      return NULL;
+    }
+    return e;
+  }
+  if (t.kind != T_IDENT) {
+    expected(p, "a value expression");
+    return NULL;
+  }
+  tok nx = peek(p, 1);
+  char name[CWM_MAX_NAME];
+  tok_name(&t, name);
+  int fits = t.len < CWM_MAX_NAME;
+  if (is_punct(&nx, '[')) {
+    int ti = fits ? find_tensor(p, name) : -1;
+    if (ti < 0) {
+      perr(p, &t, "unknown tensor %s", tok_desc(&t, d, sizeof d));
+      return NULL;
+    }
+    return p_read(p, ti, h);
+  }
+  if (is_punct(&nx, '(')) {
+    if (at_reduction(p)) {
+      perr(p, &t, "a reduction must be the whole right-hand side");
+      return NULL;
+    }
+    cwm_expr *args[3];
+    if (is_word(&t, "select")) {
+      advance(p);
+      if (!call_args(p, &t, "select", 3, 1, args, h)) return NULL;
+      cwm_expr *e = node(CWM_X_SELECT, 0, 3);
+      memcpy(e->args, args, sizeof args);
+      return e;
+    }
+    int f = tok_fn(&t);
+    if (f < 0) {
+      if (is_word(&t, "sum"))
+        perr(p, &t, "expected a reduction 'sum(axis:extent : expr)', found 'sum' used as a call");
+      else
+        perr(p, &t, "unknown function %s", tok_desc(&t, d, sizeof d));
+      return NULL;
+    }
+    advance(p);
+    int want = fn_arity(f);
+    if (!call_args(p, &t, cwm_fn_name((cwm_fn)f), want, 0, args, h)) return NULL;
+    cwm_expr *e = node(CWM_X_CALL, 0, want);
+    e->op = f;
+    memcpy(e->args, args, (size_t)want * sizeof *args);
+    return e;
+  }
+  if (fits && find_axis(p, name) >= 0)
+    perr(p, &t, "loop variable '%s' cannot be used as a value", name);
+  else if (fits && find_tensor(p, name) >= 0)
+    perr(p, &nx, "expected '[' after tensor '%s', found %s", name, tok_desc(&nx, d, sizeof d));
+  else
+    perr(p, &t, "unknown name %s", tok_desc(&t, d, sizeof d));
+  return NULL;
+}
+
+static cwm_expr *pv_unary(parser *p, int *h) {
+  if (!is_punct(&p->cur, '-')) return pv_primary(p, h);
+  tok t = p->cur;
+  if (!enter(p)) return NULL;
+  advance(p);
+  cwm_expr *x = pv_unary(p, h);
+  p->depth--;
+  if (!x) return NULL;
+  if (*h + 1 > MAX_HEIGHT) {
+    perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
+    cwm_expr_free(x);
+    return NULL;
+  }
+  cwm_expr *e = node(CWM_X_NEG, 0, 1);
+  e->args[0] = x;
+  (*h)++;
+  return e;
+}
+
+static cwm_expr *pv_mul(parser *p, int *h) {
+  cwm_expr *l = pv_unary(p, h);
+  while (l && (is_punct(&p->cur, '*') || is_punct(&p->cur, '/') || is_punct(&p->cur, '%'))) {
+    tok t = p->cur;
+    if (t.op == '%') {
+      perr(p, &t, "expected a value operator, found '%%' (only index expressions take '%%')");
+      cwm_expr_free(l);
+      return NULL;
+    }
+    advance(p);
+    int hr;
+    cwm_expr *r = pv_unary(p, &hr);
+    if (!r) {
+      cwm_expr_free(l);
+      return NULL;
+    }
+    l = join2(p, &t, CWM_X_BIN, t.op, 0, l, *h, r, hr, h);
+  }
+  return l;
+}
+
+static cwm_expr *pv_add(parser *p, int *h) {
+  cwm_expr *l = pv_mul(p, h);
+  while (l && (is_punct(&p->cur, '+') || is_punct(&p->cur, '-'))) {
+    tok t = p->cur;
+    advance(p);
+    int hr;
+    cwm_expr *r = pv_mul(p, &hr);
+    if (!r) {
+      cwm_expr_free(l);
+      return NULL;
+    }
+    l = join2(p, &t, CWM_X_BIN, t.op, 0, l, *h, r, hr, h);
+  }
+  return l;
+}
+
+/* ---------------------------------------------------------------- statements */
+
+static int end_of_statement(parser *p) {
+  if (!at_eol(&p->cur)) {
+    expected(p, "end of line");
+    return 0;
+  }
+  if (p->cur.kind == T_NL) advance(p);
+  return 1;
+}
+
+/* Reads an extent/dimension: a positive integer no larger than 2^24. */
+static int take_extent(parser *p, int *out) {
+  tok t = p->cur;
+  if (t.kind != T_INT || t.overflow || t.ival < 1 || t.ival > MAX_EXTENT) {
+    expected(p, "an extent between 1 and 16777216");
+    return 0;
+  }
+  *out = (int)t.ival;
+  advance(p);
+  return 1;
+}
+
+/* A new tensor name: permitted, not already a tensor, not an axis of an earlier statement. */
+static int take_tensor_name(parser *p, char out[CWM_MAX_NAME]) {
+  tok t = p->cur;
+  if (!take_name(p, out, "a tensor name")) return 0;
+  if (find_tensor(p, out) >= 0) {
+    perr(p, &t, "duplicate tensor name '%s'", out);
+    return 0;
+  }
+  if (is_axis_anywhere(p, out)) {
+    perr(p, &t, "'%s' is already used as an axis name", out);
+    return 0;
+  }
+  advance(p);
+  return 1;
+}
+
+/* Checked before the op slot is touched: ops[] has no room past CWM_MAX_OPS. */
+static int room_for_op(parser *p, const tok *at) {
+  if (p->w->nops < CWM_MAX_OPS) return 1;
+  perr(p, at, "too many tensors (at most %d)", CWM_MAX_OPS);
+  return 0;
+}
+
+/* A new axis of the current statement (spatial or reduction). */
+static int take_axis(parser *p, const char *opname, char out[CWM_MAX_NAME], int *extent) {
+  tok t = p->cur;
+  if (!take_name(p, out, "an axis name")) return 0;
+  if (find_axis(p, out) >= 0) {
+    perr(p, &t, "duplicate axis name '%s'", out);
+    return 0;
+  }
+  if (find_tensor(p, out) >= 0 || strcmp(out, opname) == 0) {
+    perr(p, &t, "'%s' is already used as a tensor name", out);
+    return 0;
+  }
+  advance(p);
+  if (!expect_punct(p, ':', "':'")) return 0;
+  if (!take_extent(p, extent)) return 0;
+  memcpy(p->ax[p->nax++], out, CWM_MAX_NAME);
+  return 1;
+}
+
+static int check_size(parser *p, const tok *at, const char *name, const int *ext, int n,
+                      const char *what) {
+  long long prod = 1;
+  for (int i = 0; i < n; i++) {
+    prod *= ext[i];
+    if (prod > MAX_ELEMS) {
+      perr(p, at, "%s of '%s' has more than 2^31 elements", what, name);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int parse_input(parser *p) {
+  advance(p); /* input */
+  tok nt = p->cur;
+  if (!room_for_op(p, &nt)) return 0;
+  cwm_op *o = &p->w->ops[p->w->nops];
+  memset(o, 0, sizeof *o);
+  if (!take_tensor_name(p, o->name)) return 0;
+  o->is_input = 1;
+  if (!expect_punct(p, '[', "'['")) return 0;
+  for (;;) {
+    if (o->ndim == CWM_MAX_DIMS) {
+      expected(p, "']' (at most 8 dimensions)");
+      return 0;
+    }
+    if (!take_extent(p, &o->shape[o->ndim])) return 0;
+    o->ndim++;
+    if (is_punct(&p->cur, ',')) { advance(p); continue; }
+    if (!expect_punct(p, ']', "',' or ']'")) return 0;
+    break;
+  }
+  if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
+  if (!end_of_statement(p)) return 0;
+  p->w->nops++;
+  return 1;
+}
+
+static int parse_reduction(parser *p, cwm_op *o) {
+  tok kt = p->cur;
+  o->reduce = is_word(&kt, "sum") ? CWM_RED_SUM : is_word(&kt, "max") ? CWM_RED_MAX : CWM_RED_MIN;
+  advance(p); /* kind */
+  advance(p); /* '(' */
+  for (;;) {
+    if (o->nred == CWM_MAX_DIMS) {
+      expected(p, "':' (at most 8 reduction axes)");
+      return 0;
+    }
+    if (!take_axis(p, o->name, o->red_axis[o->nred], &o->red_extent[o->nred])) return 0;
+    o->nred++;
+    if (is_punct(&p->cur, ',')) { advance(p); continue; }
+    if (!expect_punct(p, ':', "',' or ':'")) return 0;
+    break;
+  }
+  if (!check_size(p, &kt, o->name, o->red_extent, o->nred, "the reduction")) return 0;
+  int h;
+  o->body = pv_add(p, &h);
+  if (!o->body) return 0;
+  if (!expect_punct(p, ')', "')'")) return 0;
+  if (!at_eol(&p->cur)) {
+    char d[256];
+    perr(p, &p->cur, "a reduction must be the whole right-hand side, found %s",
+         tok_desc(&p->cur, d, sizeof d));
+    return 0;
+  }
+  return 1;
+}
+
+static int parse_compute(parser *p) {
+  tok nt = p->cur;
+  if (!room_for_op(p, &nt)) return 0;
+  cwm_op *o = &p->w->ops[p->w->nops];
+  memset(o, 0, sizeof *o);
+  if (!take_tensor_name(p, o->name)) return 0;
+  p->nax = 0;
+  if (!expect_punct(p, '[', "'['")) return 0;
+  for (;;) {
+    if (o->ndim == CWM_MAX_DIMS) {
+      expected(p, "']' (at most 8 axes)");
+      return 0;
+    }
+    if (!take_axis(p, o->name, o->axis[o->ndim], &o->shape[o->ndim])) return 0;
+    o->ndim++;
+    if (is_punct(&p->cur, ',')) { advance(p); continue; }
+    if (!expect_punct(p, ']', "',' or ']'")) return 0;
+    break;
+  }
+  if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
+  if (!expect_punct(p, '=', "'='")) return 0;
+  int ok;
+  if (at_reduction(p)) {
+    ok = parse_reduction(p, o);
+  } else {
+    int h;
+    o->body = pv_add(p, &h);
+    ok = o->body != NULL;
+  }
+  if (!ok || !end_of_statement(p)) {
+    cwm_expr_free(o->body);
+    o->body = NULL;
+    return 0;
+  }
+  p->w->nops++;
+  return 1;
+}
+
+void cwm_workload_free(cwm_workload *w) {
+  if (!w) return;
+  for (int i = 0; i < w->nops && i < CWM_MAX_OPS; i++) cwm_expr_free(w->ops[i].body);
+  free(w);
+}
+
+cwm_workload *cwm_workload_parse(const char *text, cwm_err *err) {
+  parser p;
+  memset(&p, 0, sizeof p);
+  p.lx.s = text ? text : "";
+  p.lx.line = 1;
+  p.lx.col = 1;
+  p.err = err;
+  p.w = cwm_xcalloc(1, sizeof *p.w);
+  p.w->output = -1;
+  tok out_tok;
+  int out_index = -1;
+  memset(&out_tok, 0, sizeof out_tok);
+  advance(&p);
+  while (!p.failed && p.cur.kind != T_EOF) {
+    if (p.cur.kind == T_NL) {
+      advance(&p);
+    } else if (p.cur.kind != T_IDENT) {
+      expected(&p, "a statement (input, output or a compute)");
+    } else if (is_word(&p.cur, "input")) {
+      parse_input(&p);
+    } else if (is_word(&p.cur, "output")) {
+      if (out_index >= 0) {
+        perr(&p, &p.cur, "duplicate output statement");
+        break;
+      }
+      advance(&p);
+      out_tok = p.cur;
+      if (p.cur.kind != T_IDENT) {
+        expected(&p, "a tensor name");
+        break;
+      }
+      char name[CWM_MAX_NAME];
+      tok_name(&p.cur, name);
+      int ti = p.cur.len < CWM_MAX_NAME ? find_tensor(&p, name) : -1;
+      char d[256];
+      if (ti < 0) {
+        perr(&p, &p.cur, "unknown tensor %s", tok_desc(&p.cur, d, sizeof d));
+        break;
+      }
+      if (p.w->ops[ti].is_input) {
+        perr(&p, &p.cur, "output '%s' is an input, not a compute", name);
+        break;
+      }
+      out_index = ti;
+      advance(&p);
+      end_of_statement(&p);
+    } else {
+      parse_compute(&p);
+    }
+  }
+  if (!p.failed) {
+    int last = -1, ninputs = 0;
+    for (int i = 0; i < p.w->nops; i++) {
+      if (p.w->ops[i].is_input) ninputs++;
+      else last = i;
+    }
+    if (ninputs == 0) expected(&p, "an input statement");
+    else if (last < 0) expected(&p, "a compute statement");
+    else if (out_index >= 0 && out_index != last)
+      perr(&p, &out_tok, "output '%s' is not the last compute ('%s' is)",
+           p.w->ops[out_index].name, p.w->ops[last].name);
+    p.w->output = last;
+  }
+  if (p.failed) {
+    cwm_workload_free(p.w);
+    return NULL;
+  }
+  return p.w;
+}

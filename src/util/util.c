@@ -1,0 +1,201 @@
+/* util.c: errors, string buffers, hashing, PRNG, files. See cwm/util.h. */
+#define _GNU_SOURCE
+#include "cwm/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int cwm_fail(cwm_err *err, cwm_status code, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->code = code;
+  }
+  return code;
+}
+
+void *cwm_xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) { fputs("cwm: out of memory\n", stderr); abort(); }
+  return p;
+}
+void *cwm_xcalloc(size_t n, size_t m) {
+  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!p) { fputs("cwm: out of memory\n", stderr); abort(); }
+  return p;
+}
+void *cwm_xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) { fputs("cwm: out of memory\n", stderr); abort(); }
+  return p;
+}
+char *cwm_xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = cwm_xmalloc(n);
+  memcpy(d, s, n);
+  return d;
+}
+
+void cwm_buf_init(cwm_buf *b) { b->s = NULL; b->len = b->cap = 0; }
+void cwm_buf_free(cwm_buf *b) { free(b->s); cwm_buf_init(b); }
+static void buf_reserve(cwm_buf *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra + 1) cap *= 2;
+  b->s = cwm_xrealloc(b->s, cap);
+  b->cap = cap;
+}
+void cwm_buf_putc(cwm_buf *b, char c) {
+  buf_reserve(b, 1);
+  b->s[b->len++] = c;
+  b->s[b->len] = 0;
+}
+void cwm_buf_puts(cwm_buf *b, const char *s) {
+  size_t n = strlen(s);
+  buf_reserve(b, n);
+  memcpy(b->s + b->len, s, n + 1);
+  b->len += n;
+}
+void cwm_buf_vprintf(cwm_buf *b, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) return;
+  buf_reserve(b, (size_t)n);
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+}
+void cwm_buf_printf(cwm_buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cwm_buf_vprintf(b, fmt, ap);
+  va_end(ap);
+}
+void cwm_buf_indent(cwm_buf *b, int depth) {
+  for (int i = 0; i < depth; i++) cwm_buf_puts(b, "  ");
+}
+char *cwm_buf_take(cwm_buf *b) {
+  char *s = b->s ? b->s : cwm_xstrdup("");
+  cwm_buf_init(b);
+  return s;
+}
+
+uint64_t cwm_hash64(const void *data, size_t n) {
+  const unsigned char *p = data;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+void cwm_hash_hex(uint64_t h, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)h); }
+
+static uint64_t splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+void cwm_rng_seed(cwm_rng *r, uint64_t seed) {
+  uint64_t x = seed;
+  r->s = splitmix(&x);
+  if (!r->s) r->s = 0x2545F4914F6CDD1DULL;
+}
+uint64_t cwm_rng_next(cwm_rng *r) {
+  uint64_t x = r->s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  r->s = x;
+  return x * 0x2545F4914F6CDD1DULL;
+}
+int cwm_rng_int(cwm_rng *r, int n) { return n <= 1 ? 0 : (int)(cwm_rng_next(r) % (uint64_t)n); }
+double cwm_rng_unit(cwm_rng *r) { return (double)(cwm_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+double cwm_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    cwm_fail(err, CWM_EIO, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  cwm_buf b;
+  cwm_buf_init(&b);
+  char tmp[65536];
+  size_t n;
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) {
+    buf_reserve(&b, n);
+    memcpy(b.s + b.len, tmp, n);
+    b.len += n;
+    b.s[b.len] = 0;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    cwm_buf_free(&b);
+    cwm_fail(err, CWM_EIO, "%s: read error", path);
+    return NULL;
+  }
+  if (len) *len = b.len;
+  return cwm_buf_take(&b);
+}
+
+int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return cwm_fail(err, CWM_EIO, "%s: cannot write: %s", path, strerror(errno));
+  const char *p = data;
+  size_t left = n;
+  while (left) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      close(fd);
+      unlink(tmp);
+      return cwm_fail(err, CWM_EIO, "%s: write failed: %s", path, strerror(errno));
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    unlink(tmp);
+    return cwm_fail(err, CWM_EIO, "%s: sync failed: %s", path, strerror(errno));
+  }
+  if (rename(tmp, path) != 0) {
+    unlink(tmp);
+    return cwm_fail(err, CWM_EIO, "%s: rename failed: %s", path, strerror(errno));
+  }
+  return CWM_OK;
+}
+
+int cwm_mkdir_p(const char *path, cwm_err *err) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return cwm_fail(err, CWM_EIO, "%s: cannot create directory: %s", tmp, strerror(errno));
+      *p = '/';
+    }
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+    return cwm_fail(err, CWM_EIO, "%s: cannot create directory: %s", tmp, strerror(errno));
+  return CWM_OK;
+}
