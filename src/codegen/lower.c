@@ -75,7 +75,8 @@ typedef struct {
   int dims[CWM_MAX_DIMS];       /* storage dims of its buffer */
   lin_t base[CWM_MAX_DIMS];     /* attached: offset of the region per output dim */
   int gguard[CWM_MAX_DIMS];     /* attached: base + local may leave the tensor */
-  int rguard[CWM_MAX_DIMS * 2]; /* root local value may exceed its domain (uneven split) */
+  int nguard;
+  int guard[CWM_MAX_NODES];     /* split nodes whose value may exceed their extent */
 } lstage;
 
 typedef struct {
@@ -295,13 +296,17 @@ static void lower_all(ctx_t *c) {
   }
   for (int p = s->nstages - 1; p >= 0; p--)
     if (c->L[p].local) infer_region(c, p);
+  /* Every split node whose parts can overshoot its extent needs a guard: for roots that is
+   * the domain edge, for inner nodes it stops a tile from aliasing into the next one. */
   for (int p = 0; p < s->nstages; p++) {
     const cwm_stage *st = &c->L[p].st;
-    for (int i = 0; i < st->nnodes; i++)
-      if (st->nodes[i].root >= 0) {
-        int r = st->nodes[i].root;
-        c->L[p].rguard[r] = node_max(st, i, 0) >= st->domain[r];
-      }
+    c->L[p].nguard = 0;
+    for (int i = 0; i < st->nnodes; i++) {
+      const cwm_node *n = &st->nodes[i];
+      if (!n->nparts || is_leaf(st, i)) continue;
+      long ext = n->root >= 0 ? st->domain[n->root] : n->extent;
+      if (node_max(st, i, 0) >= ext && c->L[p].nguard < CWM_MAX_NODES) c->L[p].guard[c->L[p].nguard++] = i;
+    }
   }
 }
 
@@ -413,6 +418,14 @@ static char *root_value(ctx_t *c, int p, int r, int global) {
   if (node >= 0) emit_node_value(c, p, node, &o, 0);
   else cwm_buf_puts(&o, "0");
   if (based) cwm_buf_puts(&o, ")");
+  /* parenthesise compound values: they are substituted into larger index expressions */
+  if (!based && strpbrk(o.s, " +*/%")) {
+    cwm_buf w;
+    cwm_buf_init(&w);
+    cwm_buf_printf(&w, "(%s)", o.s);
+    cwm_buf_free(&o);
+    return cwm_buf_take(&w);
+  }
   return cwm_buf_take(&o);
 }
 
@@ -595,15 +608,21 @@ static char *guard_cond(ctx_t *c, int p, int init) {
   cwm_buf o;
   cwm_buf_init(&o);
   int nroot = b->ndim + b->nred;
+  const cwm_stage *st = &c->L[p].st;
+  for (int g = 0; g < c->L[p].nguard; g++) {
+    int node = c->L[p].guard[g];
+    if (init && st->nodes[node].kind != CWM_IT_SPATIAL) continue;
+    long ext = st->nodes[node].root >= 0 ? st->domain[st->nodes[node].root] : st->nodes[node].extent;
+    cwm_buf v;
+    cwm_buf_init(&v);
+    emit_node_value(c, p, node, &v, 0);
+    cwm_buf_printf(&o, "%s(%s) < %ld", o.len ? " && " : "", v.s, ext);
+    cwm_buf_free(&v);
+  }
   for (int r = 0; r < nroot; r++) {
     if (init && r >= b->ndim) continue;
     if (init && c->L[p].st.tid != c->L[p].st.body_tid && tensor_op(c, c->L[p].st.tid)->ndim != b->ndim) {
       /* rfactor stage: roots of the init are the spatial ones; fine */
-    }
-    if (c->L[p].rguard[r]) {
-      char *v = root_value(c, p, r, 0);
-      cwm_buf_printf(&o, "%s%s < %d", o.len ? " && " : "", v, c->L[p].st.domain[r]);
-      free(v);
     }
     if (c->L[p].local && r < b->ndim && c->L[p].gguard[r]) {
       char *v = root_value(c, p, r, 1);

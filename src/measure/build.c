@@ -165,6 +165,7 @@ static int spawn_compiler(const argv_t *base, const char *cfile, const char *sof
     if (nul >= 0) dup2(nul, 0);
     dup2(efd, 1);
     dup2(efd, 2);
+    setenv("LC_ALL", "C", 1); /* plain ASCII quotes in the diagnostic that becomes res.msg */
     execvp(a.v[0], a.v);
     int e = errno;
     ssize_t w = write(ep[1], &e, sizeof e);
@@ -529,10 +530,10 @@ static int run_jobs(build_t *b, cwm_err *err) {
   return rc;
 }
 
-/* Probes that the directory takes new files: mkdir -p succeeds on an existing read-only
- * directory, and access(W_OK) says yes to root even on a read-only mount. */
+/* Creating a file is the only honest probe: mkdir -p succeeds on an existing read-only
+ * directory, and access() judges by the real uid (root passes it where writes still fail). */
 static int check_writable(const char *dir, cwm_err *err) {
-  char probe[PATH_CAP];
+  char probe[PATH_CAP + 32];
   snprintf(probe, sizeof probe, "%s/.probe-XXXXXX", dir);
   int fd = mkstemp(probe);
   if (fd < 0)

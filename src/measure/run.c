@@ -140,12 +140,15 @@ static void close_inherited(int keep) {
   }
 }
 
-static void set_limit(int res, rlim_t v) {
+/* Sets soft = v and hard = v + extra, never above the inherited hard limit. */
+static void set_limit(int res, rlim_t v, rlim_t extra) {
   struct rlimit rl;
   if (getrlimit(res, &rl) != 0) return;
-  if (rl.rlim_max != RLIM_INFINITY && v > rl.rlim_max) v = rl.rlim_max;
+  rlim_t hard = v + extra;
+  if (rl.rlim_max != RLIM_INFINITY && hard > rl.rlim_max) hard = rl.rlim_max;
+  if (v > hard) v = hard;
   rl.rlim_cur = v;
-  rl.rlim_max = v;
+  rl.rlim_max = hard;
   setrlimit(res, &rl);
 }
 
@@ -176,7 +179,7 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
   child_msg m;
   memset(&m, 0, sizeof m);
 #ifdef __linux__
-  /* Die with the parent, and never write a core file for a crashing kernel. */
+  /* Die with the parent: a killed cwm must not leave kernels running. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);
 #endif
@@ -194,11 +197,13 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
   if (timing && o->flush_cache) flush_buf = malloc(FLUSH_BYTES); /* before RLIMIT_AS: not the kernel's */
 
   long mb = o->mem_limit_mb > 0 ? o->mem_limit_mb : 4096;
-  set_limit(RLIMIT_AS, mapped_bytes() + (rlim_t)mb * 1024 * 1024);
+  set_limit(RLIMIT_AS, mapped_bytes() + (rlim_t)mb * 1024 * 1024, 0);
   int thr = o->threads > 0 ? o->threads : 1;
-  set_limit(RLIMIT_CPU, (rlim_t)((timeout * 2 + 1) * thr)); /* CPU seconds add up over threads */
-  set_limit(RLIMIT_NOFILE, 64);
-  set_limit(RLIMIT_CORE, 0);
+  /* CPU seconds add up over threads; the hard limit one second later, so the soft one's SIGXCPU
+   * (reported as a time-out) comes first, not a bare SIGKILL. */
+  set_limit(RLIMIT_CPU, (rlim_t)((timeout * 2 + 1) * thr), 1);
+  set_limit(RLIMIT_NOFILE, 64, 0);
+  set_limit(RLIMIT_CORE, 0, 0);
 #ifdef __linux__
   prctl(PR_SET_DUMPABLE, 0);
 #endif
@@ -283,7 +288,9 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     double t_cal0 = now_s();
     for (;;) {
       double t = time_calls(fn, args, number);
-      if (t >= target || now_s() - t_cal0 > 2.0 || number >= (1L << 40)) break;
+      if (t >= target || now_s() - t_cal0 > 2.0 || now_s() + 2 * t > deadline ||
+          number >= (1L << 40))
+        break;
       number *= 2;
     }
   }

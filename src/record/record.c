@@ -124,8 +124,10 @@ static void put_num(cwm_buf *b, double v) {
 }
 
 int cwm_record_to_json(const cwm_record *r, cwm_buf *out) {
+  char tmp[256];
   cwm_buf_puts(out, "{\"i\":[[");
-  put_str(out, r->key);
+  snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof r->key - 1, r->key);
+  put_str(out, tmp);
   cwm_buf_putc(out, ',');
   put_str(out, r->target);
   cwm_buf_putc(out, ',');
@@ -147,7 +149,6 @@ int cwm_record_to_json(const cwm_record *r, cwm_buf *out) {
   cwm_buf_printf(out, "],%d,", r->error);
   put_num(out, r->all_cost);
   cwm_buf_printf(out, ",%ld],\"v\":\"v0.6\",\"cwm\":{\"version\":", r->timestamp);
-  char tmp[256];
   snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof r->version - 1, r->version);
   put_str(out, tmp);
   cwm_buf_puts(out, ",\"name\":");

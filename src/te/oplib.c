@@ -1,6 +1,7 @@
 /* oplib.c: the operator library. Turns op specs ("conv2d C=64 H=56 ...") into workload text,
  * with fixed stage and tensor names that the scheduler's rules recognise, and resolves specs
  * that are suite ids or "@file" references. */
+#define _POSIX_C_SOURCE 200809L /* access */
 #include "cwm/te.h"
 
 #include <stdio.h>

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define MAX_DEPTH 64      /* parser recursion (parentheses, unary operators, calls) */
-#define MAX_HEIGHT 256    /* expression tree height: later passes walk trees recursively */
+#define MAX_HEIGHT 64     /* tree height: later passes walk trees recursively (codegen caps at 200) */
 #define MAX_EXTENT (1LL << 24)
 #define MAX_ELEMS (1LL << 31)
 #define MAX_NUMLEN 63
