@@ -84,7 +84,7 @@ typedef struct {
   lstage L[CWM_MAX_STAGES];
   int text, ref;
   cwm_buf *b;
-  int par_depth;
+  int par_depth, simd_depth;
   int tmp;
   cwm_err *err;
   int failed;
@@ -716,6 +716,21 @@ static void emit_update_stmt(ctx_t *c, int p, int depth) {
   cwm_buf_free(&o);
 }
 
+/* Rough size of the code inside loop position pos of stage p (statements after full unrolling),
+ * attached stages included; bounds explicit unrolling. */
+static long body_work(ctx_t *c, int p, int pos) {
+  const cwm_stage *st = &c->L[p].st;
+  long w = 1;
+  for (int j = pos; j < st->niters && w <= (1L << 30); j++) w *= st->nodes[st->iters[j]].extent;
+  for (int q = 0; q < c->s->nstages; q++) {
+    const cwm_stage *sq = &c->s->stages[q];
+    if (sq->loc != CWM_LOC_ITER || sq->attach_stage != p) continue;
+    int apos = stage_iter_pos(st, sq->attach_node);
+    if (apos >= pos - 1 && w <= (1L << 30)) w += body_work(c, q, 0);
+  }
+  return w;
+}
+
 /* Opens a loop; returns 1 if it opened a parallel region. */
 static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
   const cwm_stage *st = &c->L[p].st;
@@ -725,14 +740,19 @@ static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
   var_name(c, p, node, nm, sizeof nm);
   int ann = n->ann;
   if (in_init && ann == CWM_ANN_PARALLEL) ann = CWM_ANN_NONE;
-  int unroll = ann == CWM_ANN_UNROLL;
+  int unroll = 0;
+  if (ann == CWM_ANN_UNROLL) {
+    /* explicit unroll is a full unroll, bounded so a huge body cannot stall the compiler */
+    long inner = body_work(c, p, pos + 1);
+    unroll = (long)n->extent * inner <= 4096 ? n->extent : (int)(4096 / inner);
+  }
   if (!unroll && st->auto_unroll > 0) {
     long prod = 1;
     for (int j = pos; j < st->niters && prod <= st->auto_unroll; j++) {
       if (in_init && st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
       prod *= st->nodes[st->iters[j]].extent;
     }
-    unroll = prod <= st->auto_unroll;
+    unroll = prod <= st->auto_unroll ? n->extent : 0;
   }
   if (c->text) {
     const char *kw = ann == CWM_ANN_PARALLEL ? "parallel" : ann == CWM_ANN_VECTORIZE ? "vectorize"
@@ -740,15 +760,18 @@ static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
     line(c, depth, "%s %s (0,%d)%s", kw, nm, n->extent, unroll && ann != CWM_ANN_UNROLL ? " auto_unroll" : "");
     return 0;
   }
+  /* returns a bit set: 1 opened a parallel region, 2 opened a simd loop */
   int par = 0;
-  if (ann == CWM_ANN_PARALLEL && c->par_depth == 0 && n->extent > 1) {
+  if (ann == CWM_ANN_PARALLEL && c->par_depth == 0 && c->simd_depth == 0 && n->extent > 1) {
     line(c, depth, "#pragma omp parallel for");
     c->par_depth++;
     par = 1;
   } else if (ann == CWM_ANN_VECTORIZE) {
     line(c, depth, "#pragma omp simd");
-  } else if (unroll && n->extent > 1) {
-    line(c, depth, "#pragma GCC unroll %d", n->extent < 65534 ? n->extent : 65534);
+    c->simd_depth++;
+    par = 2;
+  } else if (unroll > 1) {
+    line(c, depth, "#pragma GCC unroll %d", unroll);
   }
   line(c, depth, "for (int %s = 0; %s < %d; ++%s) {", nm, nm, n->extent, nm);
   return par;
@@ -756,7 +779,8 @@ static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
 
 static void close_loop(ctx_t *c, int depth, int par) {
   if (!c->text) line(c, depth, "}");
-  if (par) c->par_depth--;
+  if (par & 1) c->par_depth--;
+  if (par & 2) c->simd_depth--;
 }
 
 static void emit_stage(ctx_t *c, int p, int depth);
