@@ -85,6 +85,11 @@ typedef struct {
   int text, ref;
   cwm_buf *b;
   int par_depth, simd_depth;
+  int used_vec;
+  struct cse_s *cse;
+  int nov, ov_stage;          /* leaves replaced by constants (register tiles) */
+  int ov_node[CWM_MAX_ITERS];
+  long ov_val[CWM_MAX_ITERS];
   int tmp;
   cwm_err *err;
   int failed;
@@ -330,6 +335,11 @@ static void buf_name(ctx_t *c, int tid, char *out, size_t n) {
 }
 
 static void var_name(ctx_t *c, int p, int node, char *out, size_t n) {
+  for (int i = 0; i < c->nov; i++)
+    if (c->ov_stage == p && c->ov_node[i] == node) {
+      snprintf(out, n, "%ld", c->ov_val[i]);
+      return;
+    }
   char nm[256];
   cwm_node_name(c->s, p, node, nm, sizeof nm);
   if (c->text) {
@@ -785,6 +795,230 @@ static void close_loop(ctx_t *c, int depth, int par) {
 
 static void emit_stage(ctx_t *c, int p, int depth);
 
+/* ---- register tiles ----
+ * A reduction loop whose body is a small nest of unrolled spatial loops ending in a vectorized
+ * contiguous loop is emitted with the tile's accumulators in vector variables: loaded before
+ * the reduction loop, updated with explicit vector arithmetic, stored after. This is what lets
+ * a cache-write stage live in registers; GCC does not reliably promote it on its own. */
+
+#define VW 8
+#define MAX_ACC 24
+#define CSE_MAX 64
+typedef struct cse_s {
+  int n;
+  char *text[CSE_MAX];
+  int vec[CSE_MAX];
+} cse_t;
+
+/* Flattened-index stride of leaf node `leaf` of stage p in a read or store, or -1 if unknown. */
+static long flat_stride(ctx_t *c, int p, int leaf, const lin_t *idx, int nidx, int q_tid) {
+  int q = state_stage_of_tid(c->s, q_tid);
+  const cwm_op *op = tensor_op(c, q_tid);
+  int local = q >= 0 && c->L[q].local;
+  long stride = 1, total = 0;
+  for (int d = nidx - 1; d >= 0; d--) {
+    if (!idx[d].ok) return -1;
+    for (int k = 0; k < idx[d].n; k++) {
+      const atom_t *a = &idx[d].a[k];
+      if (a->stage == p && a->node == leaf) {
+        if (a->div != 1 || a->mod) return -1;
+        total += stride * idx[d].coef[k];
+      }
+    }
+    stride *= local ? c->L[q].dims[d] : op->shape[d];
+  }
+  return total;
+}
+
+/* Vector form of a body expression; returns 1 (vector), 0 (scalar) or -1 (not expressible). */
+static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, const lin_t *lenv, cwm_buf *o) {
+  switch (e->kind) {
+  case CWM_X_CONST:
+    emit_float(c, e->value, o);
+    return 0;
+  case CWM_X_READ: {
+    int q = state_stage_of_tid(c->s, e->tensor);
+    if (q >= 0 && c->s->stages[q].loc == CWM_LOC_INLINE) return -1;
+    lin_t idx[CWM_MAX_DIMS];
+    for (int i = 0; i < e->nargs; i++) idx[i] = expr_lin(c, e->args[i], lenv);
+    long st = flat_stride(c, p, leaf, idx, e->nargs, e->tensor);
+    if (st != 0 && st != 1) return -1;
+    cwm_buf r;
+    cwm_buf_init(&r);
+    if (st == 1) cwm_buf_puts(&r, "CWM_LOADU(&");
+    emit_read(c, e, env, &r, 0);
+    if (st == 1) cwm_buf_puts(&r, ")");
+    if (c->cse) {
+      /* each distinct read once per iteration, into a register temporary */
+      int k = 0;
+      while (k < c->cse->n && strcmp(c->cse->text[k], r.s)) k++;
+      if (k == c->cse->n && k < CSE_MAX) {
+        c->cse->text[k] = cwm_xstrdup(r.s);
+        c->cse->vec[k] = (int)st;
+        c->cse->n++;
+      }
+      if (k < CSE_MAX) {
+        cwm_buf_free(&r);
+        cwm_buf_printf(o, "t%d", k);
+        return (int)st;
+      }
+    }
+    cwm_buf_puts(o, r.s);
+    cwm_buf_free(&r);
+    return (int)st;
+  }
+  case CWM_X_BIN: {
+    if (e->op == '%') return -1;
+    cwm_buf a, b;
+    cwm_buf_init(&a);
+    cwm_buf_init(&b);
+    int ka = emit_vexpr(c, p, leaf, e->args[0], env, lenv, &a);
+    int kb = ka < 0 ? -1 : emit_vexpr(c, p, leaf, e->args[1], env, lenv, &b);
+    if (kb >= 0) cwm_buf_printf(o, "(%s %c %s)", a.s, e->op, b.s);
+    cwm_buf_free(&a);
+    cwm_buf_free(&b);
+    return kb < 0 ? -1 : (ka | kb);
+  }
+  case CWM_X_NEG: {
+    cwm_buf a;
+    cwm_buf_init(&a);
+    int k = emit_vexpr(c, p, leaf, e->args[0], env, lenv, &a);
+    if (k >= 0) cwm_buf_printf(o, "(-%s)", a.s);
+    cwm_buf_free(&a);
+    return k;
+  }
+  default:
+    return -1;
+  }
+}
+
+static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *b = body_op(c, p);
+  if (c->text || c->ref || b->reduce != CWM_RED_SUM) return 0;
+  if (c->L[p].nguard || st->nodes[st->iters[pos]].kind != CWM_IT_REDUCE) return 0;
+  for (int d = 0; d < b->ndim; d++)
+    if (c->L[p].local && c->L[p].gguard[d]) return 0;
+  /* reduction loops pos..first-1 enclose the tile loops first..last */
+  int first = pos, last = st->niters - 1;
+  while (first <= last && st->nodes[st->iters[first]].kind == CWM_IT_REDUCE) first++;
+  if (first > last || last - first + 1 > 4) return 0;
+  int vleaf = st->iters[last];
+  const cwm_node *vn = &st->nodes[vleaf];
+  if (vn->ann != CWM_ANN_VECTORIZE || vn->extent % VW) return 0;
+  long nacc = vn->extent / VW, tile = vn->extent;
+  for (int j = first; j < last; j++) {
+    const cwm_node *n = &st->nodes[st->iters[j]];
+    if (n->kind != CWM_IT_SPATIAL || n->ann == CWM_ANN_PARALLEL || n->ann == CWM_ANN_VECTORIZE) return 0;
+    nacc *= n->extent;
+    tile *= n->extent;
+  }
+  if (nacc > MAX_ACC) return 0;
+  /* the schedule must have asked for the tile to be unrolled */
+  if (last > first) {
+    int explicit_unroll = 1;
+    for (int j = first; j < last; j++)
+      if (st->nodes[st->iters[j]].ann != CWM_ANN_UNROLL) explicit_unroll = 0;
+    if (!explicit_unroll && !(st->auto_unroll > 0 && tile <= st->auto_unroll)) return 0;
+  }
+  for (int j = first - 1; j <= last; j++)
+    for (int q = 0; q < c->s->nstages; q++)
+      if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p &&
+          c->s->stages[q].attach_node == st->iters[j])
+        return 0;
+  /* store target must be contiguous in the vector leaf */
+  lin_t tidx[CWM_MAX_DIMS];
+  for (int d = 0; d < st->nout; d++) {
+    int node = st->out_node[d];
+    lin_t l = node_lin(c, p, node, 0);
+    if (c->L[p].local || st->nodes[node].root < 0) tidx[d] = l; /* local coordinates */
+    else tidx[d] = root_lin(c, p, st->nodes[node].root);
+  }
+  int nroot = b->ndim + b->nred;
+  lin_t lenv[CWM_MAX_DIMS * 2];
+  for (int r = 0; r < nroot; r++) lenv[r] = root_lin(c, p, r);
+  if (c->L[p].local) {
+    /* local buffers are indexed relative to their base: strides come from the region dims */
+  }
+  {
+    int q = p;
+    long stv = 0, stride = 1;
+    const cwm_op *top = tensor_op(c, st->tid);
+    for (int d = st->nout - 1; d >= 0; d--) {
+      if (!tidx[d].ok) return 0;
+      for (int k = 0; k < tidx[d].n; k++)
+        if (tidx[d].a[k].stage == p && tidx[d].a[k].node == vleaf) {
+          if (tidx[d].a[k].div != 1 || tidx[d].a[k].mod) return 0;
+          stv += stride * tidx[d].coef[k];
+        }
+      stride *= c->L[q].local ? c->L[q].dims[d] : top->shape[d];
+    }
+    if (stv != 1) return 0;
+  }
+  /* try the body for the first tile element to see that it vectorizes */
+  char *env[CWM_MAX_DIMS * 2];
+  long val[CWM_MAX_ITERS] = {0};
+  int nt = last - first + 1;
+  c->ov_stage = p;
+  c->nov = nt;
+  for (int j = 0; j < nt; j++) c->ov_node[j] = st->iters[first + j];
+  cwm_buf probe;
+  cwm_buf_init(&probe);
+  for (int j = 0; j < nt; j++) c->ov_val[j] = 0;
+  for (int r = 0; r < nroot; r++) env[r] = root_value(c, p, r, 1);
+  int kind = emit_vexpr(c, p, vleaf, b->body, env, lenv, &probe);
+  for (int r = 0; r < nroot; r++) free(env[r]);
+  cwm_buf_free(&probe);
+  c->nov = 0;
+  if (kind < 0) return 0;
+
+  /* emit: declare + load accumulators, reduction loop, store */
+  line(c, depth, "{");
+  char acc[MAX_ACC][32];
+  cwm_buf tgt[MAX_ACC], upd[MAX_ACC];
+  long ext[CWM_MAX_ITERS];
+  for (int j = 0; j < nt; j++) ext[j] = st->nodes[st->iters[first + j]].extent;
+  c->nov = nt;
+  cse_t cse = {0};
+  for (long t = 0; t < nacc; t++) {
+    long rem = t;
+    for (int j = nt - 1; j >= 0; j--) {
+      long e = j == nt - 1 ? ext[j] / VW : ext[j];
+      val[j] = (rem % e) * (j == nt - 1 ? VW : 1);
+      rem /= e;
+    }
+    for (int j = 0; j < nt; j++) c->ov_val[j] = val[j];
+    cwm_buf_init(&tgt[t]);
+    cwm_buf_init(&upd[t]);
+    emit_store_target(c, p, &tgt[t]);
+    for (int r = 0; r < nroot; r++) env[r] = root_value(c, p, r, 1);
+    c->cse = &cse;
+    emit_vexpr(c, p, vleaf, b->body, env, lenv, &upd[t]);
+    c->cse = NULL;
+    for (int r = 0; r < nroot; r++) free(env[r]);
+    snprintf(acc[t], sizeof acc[t], "acc%ld", t);
+    line(c, depth + 1, "cwm_v8f %s = CWM_LOADU(&%s);", acc[t], tgt[t].s);
+  }
+  c->nov = 0;
+  int rpar[CWM_MAX_ITERS], rd = depth + 1;
+  for (int j = pos; j < first; j++) rpar[j] = open_loop(c, p, j, rd++, 0);
+  for (int k = 0; k < cse.n; k++) {
+    line(c, rd, "%s t%d = %s;", cse.vec[k] ? "cwm_v8f" : "float", k, cse.text[k]);
+    if (cse.vec[k]) line(c, rd, "CWM_INREG(t%d);", k);
+    free(cse.text[k]);
+  }
+  for (long t = 0; t < nacc; t++) line(c, rd, "%s += %s;", acc[t], upd[t].s);
+  for (int j = first - 1; j >= pos; j--) close_loop(c, --rd, rpar[j]);
+  for (long t = 0; t < nacc; t++) {
+    line(c, depth + 1, "CWM_STOREU(&%s, %s);", tgt[t].s, acc[t]);
+    cwm_buf_free(&tgt[t]);
+    cwm_buf_free(&upd[t]);
+  }
+  line(c, depth, "}");
+  c->used_vec = 1;
+  return 1;
+}
+
 static void emit_alloc_and_stage(ctx_t *c, int q, int depth) {
   const cwm_op *op = tensor_op(c, c->L[q].st.tid);
   char nm[128];
@@ -838,6 +1072,10 @@ static void emit_stage(ctx_t *c, int p, int depth) {
         if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
         close_loop(c, --id, ipar[j]);
       }
+    }
+    if (try_register_tile(c, p, pos, d)) {
+      for (int j = pos - 1; j >= 0; j--) close_loop(c, --d, par[j]);
+      return;
     }
     par[pos] = open_loop(c, p, pos, d++, 0);
     emit_attached(c, p, st->iters[pos], d);
@@ -992,6 +1230,15 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
   else snprintf(k->fn, sizeof k->fn, "cwm_%s_%s", c->ref ? "ref" : "k", key);
   snprintf(k->entry, sizeof k->entry, "%s_entry", k->fn);
   cwm_buf_printf(&b, "/* %s: workload %s, %d steps (generated by cwm %s) */\n", k->fn, w->name, s->nsteps, CWM_VERSION);
+  if (c->used_vec)
+    cwm_buf_puts(&b, "#ifndef CWM_VEC_DEFS\n#define CWM_VEC_DEFS\n"
+                     "typedef float cwm_v8f __attribute__((vector_size(32)));\n"
+                     "typedef float cwm_v8fu __attribute__((vector_size(32), aligned(4), may_alias));\n"
+                     "#define CWM_LOADU(p) (*(const cwm_v8fu *)(p))\n"
+                     "#define CWM_STOREU(p, v) (*(cwm_v8fu *)(p) = (v))\n"
+                     "/* keeps a loaded vector in a register: one load reused by every FMA */\n"
+                     "#if defined(__x86_64__) && defined(__GNUC__)\n#define CWM_INREG(v) __asm__(\"\" : \"+x\"(v))\n"
+                     "#else\n#define CWM_INREG(v) ((void)0)\n#endif\n#endif\n");
   cwm_buf_printf(&b, "void %s(", k->fn);
   for (int a = 0; a < k->nargs; a++)
     cwm_buf_printf(&b, "%s%sfloat *restrict %s", a ? ", " : "", a < k->nargs - 1 ? "const " : "", k->arg_name[a]);
