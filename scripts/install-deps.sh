@@ -1,15 +1,19 @@
 #!/bin/sh
-# Installs the Debian 12 packages cwm needs to build, test and benchmark. Run as root.
+# Installs the Debian 12 packages cwm needs. Run as root (or with the packages already there).
+#   ./scripts/install-deps.sh          build and test: compilers, cmake, cJSON, XGBoost, OpenBLAS
+#   ./scripts/install-deps.sh --bench  also the speed anchors: oneDNN, PyTorch, hyperfine
 set -e
-PKGS="build-essential cmake pkg-config clang libomp-dev libclang-rt-14-dev \
-libcjson-dev libxgboost-dev libopenblas-dev libdnnl-dev python3-torch hyperfine"
+PKGS="build-essential cmake pkg-config clang libomp-dev libclang-rt-14-dev libcjson-dev libxgboost-dev libopenblas-dev"
+[ "$1" = "--bench" ] && PKGS="$PKGS libdnnl-dev python3-torch hyperfine"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
-  if [ "$(id -u)" != 0 ]; then echo "install-deps: need root to install:$missing" >&2; exit 1; fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q || true
-  apt-get install -y -q $missing
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps: these packages are missing and installing them needs root:$missing" >&2
+  exit 1
 fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends $missing

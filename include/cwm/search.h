@@ -22,4 +22,7 @@ int cwm_task_reference(cwm_task *t, cwm_err *err);
  * initialised here and owned by the caller). Candidate failures become error records. */
 int cwm_task_measure(cwm_task *t, cwm_state *const *states, int n, cwm_record *recs, cwm_err *err);
 
+/* Hand-written schedules ("matmul_1024", "conv_s1_3x3"); steps are malloc'ed. */
+int cwm_hand_schedule(const char *id, cwm_step **steps, int *n, cwm_err *err);
+
 #endif

@@ -71,7 +71,7 @@ int cwm_task_measure(cwm_task *t, cwm_state *const *states, int n, cwm_record *r
     cwm_err e = {0};
     if (cwm_codegen(states[i], NULL, &ks[i], &e)) {
       res[i].error = CWM_MERR_INSTANTIATION;
-      snprintf(res[i].msg, sizeof res[i].msg, "%s", e.msg);
+      snprintf(res[i].msg, sizeof res[i].msg, "%.200s", e.msg);
       continue;
     }
     cwm_kernel_candidate(&ks[i], &cs[i]);

@@ -288,9 +288,9 @@ static cwm_expr *make_read(int tid, int nidx, const int *vars) {
 }
 
 static void set_name(cwm_op *op, const char *base, const char *suffix) {
-  char tmp[CWM_MAX_NAME * 2];
-  snprintf(tmp, sizeof tmp, "%s.%s", base, suffix);
-  snprintf(op->name, sizeof op->name, "%s", tmp);
+  /* keep the suffix whole; shorten the base if the name would not fit */
+  int room = (int)sizeof op->name - 2 - (int)strlen(suffix);
+  snprintf(op->name, sizeof op->name, "%.*s.%s", room > 0 ? room : 0, base, suffix);
 }
 
 static cwm_op *make_local(const cwm_dag *d, const void *p) {

@@ -1,0 +1,32 @@
+/* hand.c: hand-written schedules, as step lists, for two suite workloads. They prove that the
+ * code generator reaches vendor speed when the schedule is right (bench/core_bench) and drive
+ * `cwm demo`. Written the way Ansor's sketches are: cache write / fused consumer, SSRSRS tiles,
+ * a packed B panel (cache read attached at the k loop), a parallel fused outer loop. */
+#include "cwm/search.h"
+
+#include <string.h>
+
+static const struct {
+  const char *id;
+  const char *steps;
+} HAND[] = {
+    {"matmul_1024",
+     "[[\"CHW\",2,\"local\"],[\"CHR\",1,\"local\",[2]],[\"SP\",3,0,1024,[1,32,4],1],"
+     "[\"SP\",3,4,1024,[1,1,16],1],[\"SP\",3,8,1024,[512],1],[\"RE\",3,[0,4,1,5,8,2,6,9,3,7]],"
+     "[\"FSP\",4,0,2,2],[\"FSP\",4,3,3,2],[\"RE\",4,[0,3,1,4,2,5]],[\"CA\",3,4,3],[\"CA\",2,3,4],"
+     "[\"FU\",4,[0,1,2,3]],[\"AN\",4,0,3],[\"PR\",3,0,\"auto_unroll_max_step$64\"],[\"AN\",3,9,2],"
+     "[\"AN\",4,2,2],[\"AN\",2,1,2]]"},
+    {"conv_s1_3x3",
+     "[[\"SP\",4,0,1,[1,1,1],1],[\"SP\",4,4,64,[1,4,4],1],[\"SP\",4,8,56,[1,1,2],1],"
+     "[\"SP\",4,12,56,[1,7,8],1],[\"RE\",4,[0,4,8,12,1,5,9,13,2,6,10,14,16,17,18,3,7,11,15]],"
+     "[\"FSP\",5,0,0,2],[\"FSP\",5,3,1,2],[\"FSP\",5,6,2,2],[\"FSP\",5,9,3,2],"
+     "[\"RE\",5,[0,3,6,9,1,4,7,10,2,5,8,11]],[\"CA\",4,5,7],[\"FU\",5,[0,1,2,3,4,5,6,7]],"
+     "[\"AN\",5,0,3],[\"AN\",5,4,2],[\"PR\",4,0,\"auto_unroll_max_step$64\"],[\"AN\",4,18,2],"
+     "[\"FU\",3,[0,1,2]],[\"AN\",3,0,3],[\"AN\",3,1,2]]"},
+};
+
+int cwm_hand_schedule(const char *id, cwm_step **steps, int *n, cwm_err *err) {
+  for (size_t i = 0; i < sizeof HAND / sizeof HAND[0]; i++)
+    if (!strcmp(HAND[i].id, id)) return cwm_steps_parse(HAND[i].steps, steps, n, err);
+  return cwm_fail(err, CWM_EUSAGE, "no hand schedule for '%s' (there are: matmul_1024, conv_s1_3x3)", id);
+}
