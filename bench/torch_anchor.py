@@ -3,13 +3,31 @@
 # network (BERT-base encoder, ResNet-50); prints the median seconds per call on stdout.
 # Protocol: one warm-up call, then 7 repeats of >= 50 ms of calls each; median of per-call times.
 import argparse
+import os
 import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def _threads_from_argv(argv):
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+# Debian's torch calls OpenBLAS (pthread build) for mm/bmm/linear, whose pool ignores
+# torch.set_num_threads: pin it (and OpenMP) before torch is loaded.
+_T = _threads_from_argv(sys.argv)
+if _T.isdigit() and int(_T) > 0:
+    os.environ["OPENBLAS_NUM_THREADS"] = _T
+    os.environ["OMP_NUM_THREADS"] = _T
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 REPEATS = 7
 MIN_REPEAT_S = 0.05
@@ -176,7 +194,7 @@ def build_network(name):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description="PyTorch eager speed anchor")
     ap.add_argument("--suite", help="suite TSV file")
     ap.add_argument("--id", help="suite row id")
     ap.add_argument("--threads", type=int, default=1)
