@@ -342,7 +342,7 @@ static int anchor_md_(anchor_ctx_ *c, dnnl_memory_desc_t *md, int nd, const dnnl
 /* dense / matmul / batch_matmul with the matmul primitive. For dense and matmul the
  * second operand is a constant weight (format any, reordered once, untimed); for
  * batch_matmul it is an activation and stays in the plain [B,N,K] layout. */
-static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op) {
+static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op, int sep_act) {
   dnnl_memory_desc_t src_md, wu_md, wa_md, dst_md, b_md;
   const int nd = op->kind == ANCHOR_BATCH_MATMUL ? 3 : 2;
   if (nd == 3) {
@@ -356,7 +356,7 @@ static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op) {
     /* dense: W[N,K] row-major is the [K,N] matrix in "ba"; matmul: b[K,N] is "ab" */
     if (anchor_md_(c, &src_md, 2, sd, dnnl_ab) ||
         anchor_md_(c, &wu_md, 2, wd, op->kind == ANCHOR_DENSE ? dnnl_ba : dnnl_ab) ||
-        anchor_md_(c, &wa_md, 2, wd, dnnl_format_tag_any) ||
+        anchor_md_(c, &wa_md, 2, wd, getenv("WT") ? dnnl_ba : dnnl_format_tag_any) ||
         anchor_md_(c, &dst_md, 2, dd, dnnl_ab))
       return -1;
   }
@@ -368,7 +368,8 @@ static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op) {
   dnnl_matmul_desc_t desc;
   ANCHOR_CHK_(c, dnnl_matmul_desc_init(&desc, &src_md, &wa_md, has_bias ? &b_md : NULL, &dst_md));
   dnnl_primitive_attr_t attr = NULL;
-  if (anchor_act_attr_(c, op->kind == ANCHOR_DENSE ? op->act : ANCHOR_ACT_NONE, &attr)) return -1;
+  const anchor_act act = op->kind == ANCHOR_DENSE ? op->act : ANCHOR_ACT_NONE;
+  if (anchor_act_attr_(c, sep_act ? ANCHOR_ACT_NONE : act, &attr)) return -1;
   dnnl_primitive_desc_t pd = NULL;
   dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, c->eng, NULL);
   if (attr) dnnl_primitive_attr_destroy(attr);
@@ -384,7 +385,17 @@ static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op) {
   }
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst},
                              {DNNL_ARG_BIAS, b}};
-  return anchor_add_step_(c, pd, has_bias ? 4 : 3, args);
+  if (anchor_add_step_(c, pd, has_bias ? 4 : 3, args)) return -1;
+  if (!sep_act || act == ANCHOR_ACT_NONE) return 0;
+  /* activation as a separate, in-place eltwise primitive on dst (timed) */
+  dnnl_eltwise_desc_t ed;
+  ANCHOR_CHK_(c, dnnl_eltwise_forward_desc_init(
+                     &ed, dnnl_forward_inference,
+                     act == ANCHOR_ACT_RELU ? dnnl_eltwise_relu : dnnl_eltwise_gelu_erf, &dst_md,
+                     0.0f, 0.0f));
+  ANCHOR_CHK_(c, dnnl_primitive_desc_create(&pd, &ed, NULL, c->eng, NULL));
+  dnnl_exec_arg_t eargs[2] = {{DNNL_ARG_SRC, dst}, {DNNL_ARG_DST, dst}};
+  return anchor_add_step_(c, pd, 2, eargs);
 }
 
 /* conv2d / dwconv2d with the convolution primitive; weights format any (reordered once,
@@ -519,8 +530,9 @@ static double anchor_time_ctx_(anchor_ctx_ *c) {
   return per[ANCHOR_REPEATS / 2];
 }
 
-/* Builds and times one variant (conv: plain_act selects NCHW src/dst vs format any). */
-static double anchor_dnnl_variant_(const anchor_op *op, int plain_act, char *err, size_t errn) {
+/* Builds and times one variant: conv: variant 1 = NCHW src/dst, 0 = format any + timed
+ * reorders; dense: variant 1 = activation as a separate eltwise primitive, 0 = post-op. */
+static double anchor_dnnl_variant_(const anchor_op *op, int variant, char *err, size_t errn) {
   anchor_ctx_ c;
   memset(&c, 0, sizeof c);
   c.rng = 0x2545F4914F6CDD1DULL;
@@ -537,9 +549,9 @@ static double anchor_dnnl_variant_(const anchor_op *op, int plain_act, char *err
   switch (op->kind) {
   case ANCHOR_DENSE:
   case ANCHOR_MATMUL:
-  case ANCHOR_BATCH_MATMUL: rc = anchor_build_matmul_(&c, op); break;
+  case ANCHOR_BATCH_MATMUL: rc = anchor_build_matmul_(&c, op, variant); break;
   case ANCHOR_CONV2D:
-  case ANCHOR_DWCONV2D: rc = anchor_build_conv_(&c, op, plain_act); break;
+  case ANCHOR_DWCONV2D: rc = anchor_build_conv_(&c, op, variant); break;
   case ANCHOR_SOFTMAX: rc = anchor_build_softmax_(&c, op); break;
   case ANCHOR_LAYERNORM: rc = anchor_build_layernorm_(&c, op); break;
   default: rc = anchor_fail_(&c, "unknown op kind", dnnl_unimplemented); break;
@@ -550,10 +562,11 @@ static double anchor_dnnl_variant_(const anchor_op *op, int plain_act, char *err
 }
 
 /* Median seconds per call of the op with oneDNN (float32) on `threads` OpenMP threads,
- * or a negative number with err filled. Convolutions are timed two ways — src/dst
- * format any plus timed NCHW reorders, and src/dst fixed to NCHW — and the faster is
- * returned (both turn NCHW input into NCHW output). Set CWM_ANCHOR_VERBOSE=1 to print
- * the per-variant times and chosen implementation to stderr. */
+ * or a negative number with err filled. Two ops are timed two ways and the faster wins:
+ * convolutions (src/dst format any plus timed NCHW reorders, vs src/dst fixed to NCHW;
+ * both turn NCHW input into NCHW output) and dense with relu/gelu (eltwise post-op, vs a
+ * separate in-place eltwise primitive: oneDNN 2.6's gemm-based matmul applies gelu_erf
+ * post-ops slowly). Set CWM_ANCHOR_VERBOSE=1 to print both times to stderr. */
 static double anchor_dnnl_seconds(const anchor_op *op, int threads, char *err, size_t errn) {
   if (err && errn) err[0] = '\0';
   if (threads < 1) threads = 1;
@@ -561,21 +574,22 @@ static double anchor_dnnl_seconds(const anchor_op *op, int threads, char *err, s
     if (err && errn) snprintf(err, errn, "omp_set_num_threads not found (oneDNN not on libgomp?)");
     return -1.0;
   }
+  const int conv = op->kind == ANCHOR_CONV2D || op->kind == ANCHOR_DWCONV2D;
+  const int dense_act = op->kind == ANCHOR_DENSE && op->act != ANCHOR_ACT_NONE;
+  double v0 = anchor_dnnl_variant_(op, 0, err, errn);
+  if (!conv && !dense_act) return v0;
+  char e1[256] = "";
+  double v1 = anchor_dnnl_variant_(op, 1, e1, sizeof e1);
   const char *verbose = getenv("CWM_ANCHOR_VERBOSE");
-  const int vb = verbose && verbose[0] && verbose[0] != '0';
-  if (op->kind != ANCHOR_CONV2D && op->kind != ANCHOR_DWCONV2D)
-    return anchor_dnnl_variant_(op, 0, err, errn);
-  char e2[256] = "";
-  double any = anchor_dnnl_variant_(op, 0, err, errn);
-  double plain = anchor_dnnl_variant_(op, 1, e2, sizeof e2);
-  if (vb)
-    fprintf(stderr, "anchors: conv variants: any+reorders %.3f us, nchw %.3f us\n", any * 1e6,
-            plain * 1e6);
-  if (plain > 0 && (any <= 0 || plain < any)) {
+  if (verbose && verbose[0] && verbose[0] != '0')
+    fprintf(stderr, "anchors: %s variants: %s %.3f us, %s %.3f us\n", conv ? "conv" : "dense",
+            conv ? "any+reorders" : "post-op", v0 * 1e6, conv ? "nchw" : "separate-eltwise",
+            v1 * 1e6);
+  if (v1 > 0 && (v0 <= 0 || v1 < v0)) {
     if (err && errn) err[0] = '\0';
-    return plain;
+    return v1;
   }
-  return any;
+  return v0;
 }
 
 /* ---------------------------------------------------------------- PyTorch */

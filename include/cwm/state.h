@@ -31,7 +31,8 @@ typedef enum {
  *  FU   [stage, [ids]]                        v[0..n) = ids
  *  PR   [stage, iter, "auto_unroll_max_step$N"]  a = N
  *  RE   [stage, [order]]                      v = order
- *  SP   [stage, iter, extent, [lengths], inner_to_outer]   v = lengths (0 = unknown)
+ *  SP   [stage, iter, extent, [lengths], inner_to_outer]   v = lengths (0 = unknown: a sketch's
+ *       split; it applies as length 1 and cwm_state_is_complete() reports the state as a sketch)
  *  FSP  [stage, iter, src_step_id, n_split]   a = src_step, b = n_split
  *  FFSP [stage, iter, [src_step_ids], level, factor_or_nparts]  v = ids, a = level, b = flag
  *  SA   [stage, iter, factor, offset]         a = factor, b = offset
@@ -105,6 +106,8 @@ void cwm_state_free(cwm_state *s);
 /* Validates step against s and applies it (appending it to s->steps); on failure s is unchanged
  * and err says which step and why. */
 int cwm_state_apply(cwm_state *s, const cwm_step *st, cwm_err *err);
+/* 0 if some SP step still has an unknown (0) length: a sketch, not a program. */
+int cwm_state_is_complete(const cwm_state *s);
 /* Replays steps from the initial state; on success *out is the final state. If trace is
  * non-NULL it receives n+1 owned states (initial, after step 1, ...). */
 int cwm_state_replay(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out,

@@ -1173,6 +1173,8 @@ static long max_reduction(const cwm_workload *w) {
 
 int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cwm_err *err) {
   memset(k, 0, sizeof *k);
+  if (!cwm_state_is_complete(s))
+    return cwm_fail(err, CWM_ESTEP, "the state is a sketch: some split lengths are unknown");
   const cwm_workload *w = cwm_dag_workload(s->dag);
   ctx_t *c = cwm_xcalloc(1, sizeof *c);
   cwm_buf body, b;

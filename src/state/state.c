@@ -209,8 +209,9 @@ static int do_split(cwm_state *s, int stage, int pos, const int *lengths, int nl
   if (nlen < 1 || nlen > CWM_MAX_SPLIT) FAIL("split needs 1 to %d lengths, got %d", CWM_MAX_SPLIT, nlen);
   long prod = 1;
   for (int i = 0; i < nlen; i++) {
-    if (lengths[i] <= 0) FAIL("split length %d is unknown or not positive", i);
-    prod *= lengths[i];
+    /* 0 = unknown: a sketch's split, filled in by annotation; the part counts as 1 here */
+    if (lengths[i] < 0) FAIL("split length %d is not positive", i);
+    prod *= lengths[i] ? lengths[i] : 1;
     if (prod > (1 << 30)) FAIL("split lengths overflow");
   }
   if (sg->niters + nlen > CWM_MAX_ITERS) FAIL("too many iterators in stage %s", cwm_stage_name(s, stage));
@@ -223,8 +224,8 @@ static int do_split(cwm_state *s, int stage, int pos, const int *lengths, int nl
     n->parent = old;
     n->part = i;
     n->kind = sg->nodes[old].kind;
-    if (i2o) n->factor = i == 0 ? 0 : lengths[i - 1];
-    else n->factor = i == nlen ? 0 : lengths[i];
+    if (i2o) n->factor = i == 0 ? 0 : (lengths[i - 1] ? lengths[i - 1] : 1);
+    else n->factor = i == nlen ? 0 : (lengths[i] ? lengths[i] : 1);
     parts[i] = id;
   }
   cwm_node *o = &sg->nodes[old];
@@ -652,6 +653,14 @@ static int apply_step(cwm_state *s, const cwm_step *st, cwm_err *err) {
   default:
     FAIL("unknown step kind %d", (int)st->kind);
   }
+}
+
+int cwm_state_is_complete(const cwm_state *s) {
+  for (int i = 0; i < s->nsteps; i++)
+    if (s->steps[i].kind == CWM_S_SP)
+      for (int k = 0; k < s->steps[i].n; k++)
+        if (s->steps[i].v[k] == 0) return 0;
+  return 1;
 }
 
 int cwm_state_apply(cwm_state *s, const cwm_step *st, cwm_err *err) {
