@@ -214,6 +214,13 @@ typedef struct {
   dnnl_exec_arg_t args[ANCHOR_MAX_ARGS];
 } anchor_step_;
 
+/* How one oneDNN measurement is set up (see anchor_dnnl_seconds). */
+typedef struct {
+  int alt_act; /* conv: src/dst fixed to NCHW (else format any + timed reorders);
+                  dense: activation as a separate eltwise primitive (else post-op) */
+  int wtag;    /* dense/matmul constant weights [K,N]: 0 format any, 1 "ab", 2 "ba" */
+} anchor_variant_;
+
 /* Everything one measurement owns; anchor_ctx_free_ releases it. */
 typedef struct {
   dnnl_engine_t eng;
@@ -222,6 +229,8 @@ typedef struct {
   int nmems;
   anchor_step_ steps[ANCHOR_MAX_STEPS]; /* the timed sequence */
   int nsteps;
+  dnnl_memory_desc_t wmd; /* weights layout the primitive uses (has_wmd) */
+  int has_wmd;
   uint64_t rng;
   char *err;
   size_t errn;
@@ -340,9 +349,11 @@ static int anchor_md_(anchor_ctx_ *c, dnnl_memory_desc_t *md, int nd, const dnnl
 /* ------------------------------------------------------------ op builders */
 
 /* dense / matmul / batch_matmul with the matmul primitive. For dense and matmul the
- * second operand is a constant weight (format any, reordered once, untimed); for
+ * second operand is a constant weight (layout v->wtag, reordered once, untimed); for
  * batch_matmul it is an activation and stays in the plain [B,N,K] layout. */
-static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op, int sep_act) {
+static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op, const anchor_variant_ *v) {
+  static const dnnl_format_tag_t wtags[3] = {dnnl_format_tag_any, dnnl_ab, dnnl_ba};
+  const int sep_act = v->alt_act;
   dnnl_memory_desc_t src_md, wu_md, wa_md, dst_md, b_md;
   const int nd = op->kind == ANCHOR_BATCH_MATMUL ? 3 : 2;
   if (nd == 3) {
@@ -356,7 +367,7 @@ static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op, int sep_act
     /* dense: W[N,K] row-major is the [K,N] matrix in "ba"; matmul: b[K,N] is "ab" */
     if (anchor_md_(c, &src_md, 2, sd, dnnl_ab) ||
         anchor_md_(c, &wu_md, 2, wd, op->kind == ANCHOR_DENSE ? dnnl_ba : dnnl_ab) ||
-        anchor_md_(c, &wa_md, 2, wd, getenv("WT") ? dnnl_ba : dnnl_format_tag_any) ||
+        anchor_md_(c, &wa_md, 2, wd, wtags[v->wtag < 0 || v->wtag > 2 ? 0 : v->wtag]) ||
         anchor_md_(c, &dst_md, 2, dd, dnnl_ab))
       return -1;
   }
@@ -376,6 +387,8 @@ static int anchor_build_matmul_(anchor_ctx_ *c, const anchor_op *op, int sep_act
   if (st != dnnl_success) return anchor_fail_(c, "matmul primitive_desc_create", st);
 
   const dnnl_memory_desc_t *wc_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  c->wmd = *wc_md;
+  c->has_wmd = 1;
   dnnl_memory_t src = anchor_mem_(c, &src_md, 1), dst = anchor_mem_(c, &dst_md, 1);
   dnnl_memory_t w = nd == 3 ? anchor_mem_(c, &wu_md, 1) : anchor_const_weights_(c, &wu_md, wc_md);
   dnnl_memory_t b = has_bias ? anchor_mem_(c, &b_md, 1) : NULL;
@@ -530,9 +543,11 @@ static double anchor_time_ctx_(anchor_ctx_ *c) {
   return per[ANCHOR_REPEATS / 2];
 }
 
-/* Builds and times one variant: conv: variant 1 = NCHW src/dst, 0 = format any + timed
- * reorders; dense: variant 1 = activation as a separate eltwise primitive, 0 = post-op. */
-static double anchor_dnnl_variant_(const anchor_op *op, int variant, char *err, size_t errn) {
+/* Builds and times one variant. *wmd (if not NULL) receives the weights layout the
+ * matmul used; *has_wmd says whether it was set. */
+static double anchor_dnnl_variant_(const anchor_op *op, const anchor_variant_ *v,
+                                   dnnl_memory_desc_t *wmd, int *has_wmd, char *err,
+                                   size_t errn) {
   anchor_ctx_ c;
   memset(&c, 0, sizeof c);
   c.rng = 0x2545F4914F6CDD1DULL;
@@ -549,25 +564,33 @@ static double anchor_dnnl_variant_(const anchor_op *op, int variant, char *err, 
   switch (op->kind) {
   case ANCHOR_DENSE:
   case ANCHOR_MATMUL:
-  case ANCHOR_BATCH_MATMUL: rc = anchor_build_matmul_(&c, op, variant); break;
+  case ANCHOR_BATCH_MATMUL: rc = anchor_build_matmul_(&c, op, v); break;
   case ANCHOR_CONV2D:
-  case ANCHOR_DWCONV2D: rc = anchor_build_conv_(&c, op, variant); break;
+  case ANCHOR_DWCONV2D: rc = anchor_build_conv_(&c, op, v->alt_act); break;
   case ANCHOR_SOFTMAX: rc = anchor_build_softmax_(&c, op); break;
   case ANCHOR_LAYERNORM: rc = anchor_build_layernorm_(&c, op); break;
   default: rc = anchor_fail_(&c, "unknown op kind", dnnl_unimplemented); break;
   }
   if (rc == 0) secs = anchor_time_ctx_(&c);
+  if (has_wmd) *has_wmd = c.has_wmd;
+  if (wmd && c.has_wmd) *wmd = c.wmd;
   anchor_ctx_free_(&c);
   return secs;
 }
 
 /* Median seconds per call of the op with oneDNN (float32) on `threads` OpenMP threads,
- * or a negative number with err filled. Two ops are timed two ways and the faster wins:
- * convolutions (src/dst format any plus timed NCHW reorders, vs src/dst fixed to NCHW;
- * both turn NCHW input into NCHW output) and dense with relu/gelu (eltwise post-op, vs a
- * separate in-place eltwise primitive: oneDNN 2.6's gemm-based matmul applies gelu_erf
- * post-ops slowly). Set CWM_ANCHOR_VERBOSE=1 to print both times to stderr. */
+ * or a negative number with err filled. Where oneDNN offers several reasonable set-ups,
+ * each is timed and the fastest is returned:
+ *  - dense/matmul weights: format any (what oneDNN picks) and, when any resolved to
+ *    something else, the plain layouts "ab" and "ba" of the [K,N] matrix (all pre-laid
+ *    out, untimed): with AVX2 oneDNN 2.6 uses gemm-based matmul, picks "ab", and "ba"
+ *    is up to 2x faster for some shapes (dense_ffn1);
+ *  - dense with relu/gelu: eltwise post-op vs a separate in-place eltwise primitive;
+ *  - conv: src/dst format any with timed NCHW reorders vs src/dst fixed to NCHW (both
+ *    map NCHW input to NCHW output).
+ * CWM_ANCHOR_VERBOSE=1 prints every variant's time to stderr. */
 static double anchor_dnnl_seconds(const anchor_op *op, int threads, char *err, size_t errn) {
+  static const char *wnames[3] = {"any", "ab", "ba"};
   if (err && errn) err[0] = '\0';
   if (threads < 1) threads = 1;
   if (anchor_set_threads_(threads) != 0) {
@@ -575,21 +598,43 @@ static double anchor_dnnl_seconds(const anchor_op *op, int threads, char *err, s
     return -1.0;
   }
   const int conv = op->kind == ANCHOR_CONV2D || op->kind == ANCHOR_DWCONV2D;
-  const int dense_act = op->kind == ANCHOR_DENSE && op->act != ANCHOR_ACT_NONE;
-  double v0 = anchor_dnnl_variant_(op, 0, err, errn);
-  if (!conv && !dense_act) return v0;
-  char e1[256] = "";
-  double v1 = anchor_dnnl_variant_(op, 1, e1, sizeof e1);
+  const int const_w = op->kind == ANCHOR_DENSE || op->kind == ANCHOR_MATMUL;
+  const int n_alt = conv || (op->kind == ANCHOR_DENSE && op->act != ANCHOR_ACT_NONE) ? 2 : 1;
   const char *verbose = getenv("CWM_ANCHOR_VERBOSE");
-  if (verbose && verbose[0] && verbose[0] != '0')
-    fprintf(stderr, "anchors: %s variants: %s %.3f us, %s %.3f us\n", conv ? "conv" : "dense",
-            conv ? "any+reorders" : "post-op", v0 * 1e6, conv ? "nchw" : "separate-eltwise",
-            v1 * 1e6);
-  if (v1 > 0 && (v0 <= 0 || v1 < v0)) {
-    if (err && errn) err[0] = '\0';
-    return v1;
+  const int vb = verbose && verbose[0] && verbose[0] != '0';
+  double best = -1.0;
+  char e1[256];
+  for (int alt = 0; alt < n_alt; alt++) {
+    dnnl_memory_desc_t any_md;
+    int any_set = 0;
+    for (int wt = 0; wt < (const_w ? 3 : 1); wt++) {
+      if (wt > 0) { /* skip a plain layout that format any already chose */
+        dnnl_memory_desc_t md;
+        dnnl_dims_t wd = {op->K, op->N};
+        if (any_set &&
+            dnnl_memory_desc_init_by_tag(&md, 2, wd, dnnl_f32, wt == 1 ? dnnl_ab : dnnl_ba) ==
+                dnnl_success &&
+            dnnl_memory_desc_equal(&md, &any_md))
+          continue;
+      }
+      anchor_variant_ v = {alt, wt};
+      int has = 0;
+      e1[0] = '\0';
+      double t = anchor_dnnl_variant_(op, &v, wt == 0 ? &any_md : NULL, wt == 0 ? &has : NULL,
+                                      e1, sizeof e1);
+      if (wt == 0) any_set = has;
+      if (vb)
+        fprintf(stderr, "anchors:   %s%s%s: %.3f us%s%s\n",
+                conv ? (alt ? "conv src/dst nchw" : "conv src/dst any+reorders")
+                     : (n_alt == 2 ? (alt ? "separate eltwise" : "eltwise post-op") : "default"),
+                const_w ? ", weights " : "", const_w ? wnames[wt] : "", t * 1e6,
+                t > 0 ? "" : " ", t > 0 ? "" : e1);
+      if (t > 0 && (best <= 0 || t < best)) best = t;
+      if (t <= 0 && err && errn && !err[0]) snprintf(err, errn, "%s", e1);
+    }
   }
-  return v0;
+  if (best > 0 && err && errn) err[0] = '\0';
+  return best;
 }
 
 /* ---------------------------------------------------------------- PyTorch */

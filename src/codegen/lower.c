@@ -754,7 +754,7 @@ static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
   if (ann == CWM_ANN_UNROLL) {
     /* explicit unroll is a full unroll, bounded so a huge body cannot stall the compiler */
     long inner = body_work(c, p, pos + 1);
-    unroll = (long)n->extent * inner <= 4096 ? n->extent : (int)(4096 / inner);
+    unroll = (long)n->extent * inner <= 512 ? n->extent : (int)(inner >= 64 ? 1 : 64 / inner);
   }
   if (!unroll && st->auto_unroll > 0) {
     long prod = 1;
