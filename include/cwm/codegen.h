@@ -28,4 +28,30 @@ void cwm_kernel_free(cwm_kernel *k);
 /* The kernel as a measure candidate (pointers into k). */
 void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c);
 
+/* The stores of a lowered state with their enclosing loops and accesses: what Ansor-style
+ * program features are computed from. Loops run outer to inner, through attach points. */
+#define CWM_STORE_MAX_LOOPS 32
+#define CWM_STORE_MAX_ACC 16
+typedef struct {
+  int tid;
+  int is_local, is_write, is_read;
+  long elems;                          /* size of the buffer in floats */
+  long stride[CWM_STORE_MAX_LOOPS];    /* flattened-index stride per enclosing loop; -1 unknown */
+} cwm_access;
+
+typedef struct {
+  int stage, tid, is_init, reduce;     /* reduce: cwm_reduce of the stage */
+  int auto_unroll;
+  int nloops;
+  int extent[CWM_STORE_MAX_LOOPS];
+  int ann[CWM_STORE_MAX_LOOPS];        /* cwm_ann */
+  int unrolled[CWM_STORE_MAX_LOOPS];   /* unrolled by annotation or auto_unroll_max_step */
+  int is_reduce[CWM_STORE_MAX_LOOPS];
+  int fadd, fmul, fdiv, fmath, fcmp, select, int_ops, bool_ops; /* per execution of the store */
+  int nacc;
+  cwm_access acc[CWM_STORE_MAX_ACC];   /* acc[0] is the store itself */
+} cwm_store;
+
+int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err);
+
 #endif

@@ -30,5 +30,6 @@ int cmd_replay(int argc, char **argv);
 int cmd_codegen(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

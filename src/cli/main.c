@@ -18,6 +18,7 @@ static const char *USAGE =
     "  replay    print every intermediate state of step lists\n"
     "  codegen   print the C code of a schedule\n"
     "  measure   build, check and time step lists; append records to a log\n"
+    "  tune      search schedules with a cost model, export the best kernel\n"
     "  demo      measure a hand-written schedule against the naive one\n"
     "\n"
     "workloads (--workload SPEC): a suite id (matmul_1024), an op spec in quotes\n"
@@ -60,6 +61,7 @@ int main(int argc, char **argv) {
   static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
       {"show", cmd_show},       {"sample", cmd_sample}, {"replay", cmd_replay},
       {"codegen", cmd_codegen}, {"measure", cmd_measure}, {"demo", cmd_demo},
+      {"tune", cmd_tune},
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

@@ -87,6 +87,12 @@ typedef struct {
   int par_depth, simd_depth;
   int used_vec;
   struct cse_s *cse;
+  /* store collection (cwm_lower_stores): the open loops and the stores seen */
+  int collect, last_unroll;
+  int nloop;
+  struct { int stage, node, extent, ann, unroll, reduce; } loop[CWM_STORE_MAX_LOOPS];
+  cwm_store *stores;
+  int nstores, capstores;
   int nov, ov_stage;          /* leaves replaced by constants (register tiles) */
   int ov_node[CWM_MAX_ITERS];
   long ov_val[CWM_MAX_ITERS];
@@ -128,7 +134,7 @@ static lin_t node_lin(ctx_t *c, int p, int node, int depth) {
   if (depth > 64) return lin_bad();
   if (is_leaf(st, node)) {
     lin_t l = lin_const(0);
-    lin_addterm(&l, 1, (atom_t){p, node, 1, 0});
+    if (n->extent > 1) lin_addterm(&l, 1, (atom_t){p, node, 1, 0}); /* an extent-1 loop is 0 */
     return l;
   }
   if (n->nparts) {
@@ -141,8 +147,10 @@ static lin_t node_lin(ctx_t *c, int p, int node, int depth) {
   }
   if (n->fused >= 0) {
     lin_t f = node_lin(c, p, n->fused, depth + 1);
+    if (f.ok && f.n == 0 && f.c0 == 0) return lin_const(0);
     if (!f.ok || f.n != 1 || f.coef[0] != 1 || f.c0 != 0) return lin_bad();
     long stride = fuse_stride(st, n->fused, node), ext = n->extent;
+    if (ext == 1) return lin_const(0);
     atom_t a = f.a[0];
     if (a.mod && a.mod % (stride * ext)) return lin_bad();
     a.div *= stride;
@@ -361,14 +369,17 @@ static void emit_node_value(ctx_t *c, int p, int node, cwm_buf *o, int depth) {
   const cwm_node *n = &st->nodes[node];
   char nm[300];
   if (depth > 64) { cwm_buf_puts(o, "0"); return; }
-  if (is_leaf(st, node)) {
+  if (n->extent == 1 && (is_leaf(st, node) || !n->nparts)) {
+    cwm_buf_puts(o, "0"); /* a loop or fused component of extent 1 is always 0 */
+  } else if (is_leaf(st, node)) {
     var_name(c, p, node, nm, sizeof nm);
     cwm_buf_puts(o, nm);
   } else if (n->nparts) {
     int first = 1;
     for (int k = 0; k < n->nparts; k++) {
       long stride = split_stride(st, n, k);
-      if (st->nodes[n->parts[k]].extent == 1 && !is_leaf(st, n->parts[k]) && 0) continue;
+      const cwm_node *pk = &st->nodes[n->parts[k]];
+      if (pk->extent == 1 && (is_leaf(st, n->parts[k]) || !pk->nparts) && k < n->nparts - 1) continue;
       if (!first) cwm_buf_puts(o, " + ");
       first = 0;
       if (stride != 1) {
@@ -395,12 +406,13 @@ static void emit_node_value(ctx_t *c, int p, int node, cwm_buf *o, int depth) {
 }
 
 static void emit_lin(ctx_t *c, const lin_t *l, cwm_buf *o) {
-  cwm_buf_printf(o, "%ld", l->c0);
+  if (l->c0 || !l->n) cwm_buf_printf(o, "%ld", l->c0);
   for (int i = 0; i < l->n; i++) {
     const atom_t *a = &l->a[i];
     char nm[300];
     var_name(c, a->stage, a->node, nm, sizeof nm);
-    cwm_buf_printf(o, " + %ld*", l->coef[i]);
+    if (i || l->c0) cwm_buf_puts(o, " + ");
+    if (l->coef[i] != 1) cwm_buf_printf(o, "%ld*", l->coef[i]);
     if (a->div == 1 && !a->mod) cwm_buf_puts(o, nm);
     else {
       cwm_buf_printf(o, "(%s", nm);
@@ -690,8 +702,10 @@ static const char *init_value(ctx_t *c, cwm_reduce r) {
   return c->text ? "inf" : "INFINITY";
 }
 
+static void collect_store(ctx_t *c, int p, int is_init);
 static void emit_init_stmt(ctx_t *c, int p, int depth) {
   const cwm_op *b = body_op(c, p);
+  if (c->collect) collect_store(c, p, 1);
   cwm_buf o;
   cwm_buf_init(&o);
   emit_store_target(c, p, &o);
@@ -704,6 +718,7 @@ static void emit_init_stmt(ctx_t *c, int p, int depth) {
 
 static void emit_update_stmt(ctx_t *c, int p, int depth) {
   const cwm_op *b = body_op(c, p);
+  if (c->collect) collect_store(c, p, 0);
   int nroot = b->ndim + b->nred;
   char *env[CWM_MAX_DIMS * 2];
   for (int r = 0; r < nroot; r++) env[r] = root_value(c, p, r, 1);
@@ -714,7 +729,7 @@ static void emit_update_stmt(ctx_t *c, int p, int depth) {
   emit_expr(c, b->body, env, &val, 0);
   emit_store_target(c, p, &tgt);
   if (b->reduce == CWM_RED_NONE) cwm_buf_printf(&o, "%s = %s", tgt.s, val.s);
-  else if (c->text) cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, b->reduce == CWM_RED_SUM ? "add" : b->reduce == CWM_RED_MAX ? "max" : "min", tgt.s, val.s);
+  else if (c->text) cwm_buf_printf(&o, "%s %s= %s", tgt.s, b->reduce == CWM_RED_SUM ? "+" : b->reduce == CWM_RED_MAX ? "max" : "min", val.s);
   else if (b->reduce == CWM_RED_SUM) cwm_buf_printf(&o, "%s = %s + %s", tgt.s, tgt.s, val.s);
   else cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, b->reduce == CWM_RED_MAX ? "fmaxf" : "fminf", tgt.s, val.s);
   char *cond = guard_cond(c, p, 0);
@@ -729,20 +744,37 @@ static void emit_update_stmt(ctx_t *c, int p, int depth) {
 /* Rough size of the code inside loop position pos of stage p (statements after full unrolling),
  * attached stages included; bounds explicit unrolling. */
 static long body_work(ctx_t *c, int p, int pos) {
+  /* W(j) = extent_j * (W(j+1) + the work of the stages attached at loop j); W(end) = 1 */
   const cwm_stage *st = &c->L[p].st;
-  long w = 1;
-  for (int j = pos; j < st->niters && w <= (1L << 30); j++) w *= st->nodes[st->iters[j]].extent;
-  for (int q = 0; q < c->s->nstages; q++) {
+  if (pos >= st->niters) return 1;
+  long inner = body_work(c, p, pos + 1);
+  for (int q = 0; q < c->s->nstages && inner < (1L << 40); q++) {
     const cwm_stage *sq = &c->s->stages[q];
-    if (sq->loc != CWM_LOC_ITER || sq->attach_stage != p) continue;
-    int apos = stage_iter_pos(st, sq->attach_node);
-    if (apos >= pos - 1 && w <= (1L << 30)) w += body_work(c, q, 0);
+    if (sq->loc == CWM_LOC_ITER && sq->attach_stage == p && sq->attach_node == st->iters[pos])
+      inner += body_work(c, q, 0);
   }
-  return w;
+  long w = inner * st->nodes[st->iters[pos]].extent;
+  return w > (1L << 40) ? (1L << 40) : w;
 }
 
 /* Opens a loop; returns 1 if it opened a parallel region. */
+static int open_loop_(ctx_t *c, int p, int pos, int depth, int in_init);
 static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
+  int r = open_loop_(c, p, pos, depth, in_init);
+  if (c->nloop < CWM_STORE_MAX_LOOPS) {
+    const cwm_stage *st = &c->L[p].st;
+    const cwm_node *n = &st->nodes[st->iters[pos]];
+    c->loop[c->nloop].stage = p;
+    c->loop[c->nloop].node = st->iters[pos];
+    c->loop[c->nloop].extent = n->extent;
+    c->loop[c->nloop].ann = in_init && n->ann == CWM_ANN_PARALLEL ? 0 : n->ann;
+    c->loop[c->nloop].unroll = c->last_unroll;
+    c->loop[c->nloop].reduce = n->kind == CWM_IT_REDUCE;
+  }
+  c->nloop++;
+  return r;
+}
+static int open_loop_(ctx_t *c, int p, int pos, int depth, int in_init) {
   const cwm_stage *st = &c->L[p].st;
   int node = st->iters[pos];
   const cwm_node *n = &st->nodes[node];
@@ -753,7 +785,7 @@ static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
   int unroll = 0;
   if (ann == CWM_ANN_UNROLL) {
     /* explicit unroll is a full unroll, bounded so a huge body cannot stall the compiler */
-    long inner = body_work(c, p, pos + 1);
+    long inner = body_work(c, p, pos) / (n->extent > 0 ? n->extent : 1);
     unroll = (long)n->extent * inner <= 512 ? n->extent : (int)(inner >= 64 ? 1 : 64 / inner);
   }
   if (!unroll && st->auto_unroll > 0) {
@@ -762,8 +794,11 @@ static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
       if (in_init && st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
       prod *= st->nodes[st->iters[j]].extent;
     }
+    /* stages attached inside count too: unrolling their nests is what TVM's step count limits */
+    if (!in_init && prod <= st->auto_unroll) prod = body_work(c, p, pos);
     unroll = prod <= st->auto_unroll ? n->extent : 0;
   }
+  c->last_unroll = unroll > 1 || ann == CWM_ANN_UNROLL;
   if (c->text) {
     const char *kw = ann == CWM_ANN_PARALLEL ? "parallel" : ann == CWM_ANN_VECTORIZE ? "vectorize"
                    : ann == CWM_ANN_UNROLL ? "unroll" : "for";
@@ -788,6 +823,7 @@ static int open_loop(ctx_t *c, int p, int pos, int depth, int in_init) {
 }
 
 static void close_loop(ctx_t *c, int depth, int par) {
+  if (c->nloop > 0) c->nloop--;
   if (!c->text) line(c, depth, "}");
   if (par & 1) c->par_depth--;
   if (par & 2) c->simd_depth--;
@@ -895,7 +931,7 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
 static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
-  if (c->text || c->ref || b->reduce != CWM_RED_SUM) return 0;
+  if (c->text || c->ref || c->collect || b->reduce != CWM_RED_SUM) return 0;
   if (c->L[p].nguard || st->nodes[st->iters[pos]].kind != CWM_IT_REDUCE) return 0;
   for (int d = 0; d < b->ndim; d++)
     if (c->L[p].local && c->L[p].gguard[d]) return 0;
@@ -1123,6 +1159,125 @@ static void emit_stage_ref(ctx_t *c, int p, int depth) {
   for (int r = 0; r < b->ndim + b->nred; r++) free(env[r]);
   cwm_buf_free(&tgt);
   cwm_buf_free(&val);
+}
+
+
+/* ---- store collection: what the Ansor-style features are computed from ---- */
+
+static void add_access(ctx_t *c, cwm_store *so, int tid, const lin_t *idx, int nidx, int is_write) {
+  if (so->nacc >= CWM_STORE_MAX_ACC) return;
+  int q = state_stage_of_tid(c->s, tid);
+  const cwm_op *op = tensor_op(c, tid);
+  int local = q >= 0 && c->L[q].local;
+  cwm_access *a = &so->acc[so->nacc++];
+  memset(a, 0, sizeof *a);
+  a->tid = tid;
+  a->is_local = local;
+  a->is_write = is_write;
+  a->is_read = !is_write;
+  a->elems = 1;
+  for (int d = 0; d < nidx; d++) a->elems *= local ? c->L[q].dims[d] : op->shape[d];
+  for (int l = 0; l < so->nloops; l++) {
+    long total = 0, stride = 1;
+    int unknown = 0;
+    for (int d = nidx - 1; d >= 0; d--) {
+      if (!idx[d].ok) unknown = 1;
+      for (int k = 0; k < idx[d].n && !unknown; k++) {
+        const atom_t *at = &idx[d].a[k];
+        if (at->stage == c->loop[l].stage && at->node == c->loop[l].node) {
+          if (at->mod || at->div != 1) total += 0; /* fused component: counts as invariant */
+          else total += stride * idx[d].coef[k];
+        }
+      }
+      stride *= local ? c->L[q].dims[d] : op->shape[d];
+    }
+    a->stride[l] = unknown ? -1 : total;
+  }
+}
+
+static void count_expr(ctx_t *c, cwm_store *so, const cwm_expr *e, const lin_t *env, int depth) {
+  if (!e || depth > 32) return;
+  switch (e->kind) {
+  case CWM_X_READ: {
+    lin_t idx[CWM_MAX_DIMS];
+    for (int i = 0; i < e->nargs && i < CWM_MAX_DIMS; i++) idx[i] = expr_lin(c, e->args[i], env);
+    int q = state_stage_of_tid(c->s, e->tensor);
+    if (q >= 0 && c->s->stages[q].loc == CWM_LOC_INLINE) count_expr(c, so, body_op(c, q)->body, idx, depth + 1);
+    else add_access(c, so, e->tensor, idx, e->nargs, 0);
+    return; /* index arithmetic is not counted as float work */
+  }
+  case CWM_X_BIN:
+    if (e->is_int) so->int_ops++;
+    else if (e->op == '+' || e->op == '-') so->fadd++;
+    else if (e->op == '*') so->fmul++;
+    else so->fdiv++;
+    break;
+  case CWM_X_NEG: so->fadd++; break;
+  case CWM_X_CALL:
+    if (e->op == CWM_FN_MAX || e->op == CWM_FN_MIN || e->op == CWM_FN_RELU) so->fcmp++;
+    else so->fmath++;
+    break;
+  case CWM_X_SELECT: so->select++; break;
+  case CWM_X_CMP: case CWM_X_AND: case CWM_X_OR: case CWM_X_NOT: so->bool_ops++; break;
+  default: break;
+  }
+  for (int i = 0; i < e->nargs; i++) count_expr(c, so, e->args[i], env, depth);
+}
+
+static void collect_store(ctx_t *c, int p, int is_init) {
+  if (c->nstores == c->capstores) {
+    c->capstores = c->capstores ? c->capstores * 2 : 8;
+    c->stores = cwm_xrealloc(c->stores, sizeof *c->stores * (size_t)c->capstores);
+  }
+  cwm_store *so = &c->stores[c->nstores++];
+  memset(so, 0, sizeof *so);
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *b = body_op(c, p);
+  so->stage = p;
+  so->tid = st->tid;
+  so->is_init = is_init;
+  so->reduce = b->reduce;
+  so->auto_unroll = st->auto_unroll;
+  so->nloops = c->nloop < CWM_STORE_MAX_LOOPS ? c->nloop : CWM_STORE_MAX_LOOPS;
+  for (int l = 0; l < so->nloops; l++) {
+    so->extent[l] = c->loop[l].extent;
+    so->ann[l] = c->loop[l].ann;
+    so->unrolled[l] = c->loop[l].unroll;
+    so->is_reduce[l] = c->loop[l].reduce;
+  }
+  lin_t tidx[CWM_MAX_DIMS];
+  for (int d = 0; d < st->nout; d++) {
+    int node = st->out_node[d];
+    tidx[d] = c->L[p].local || st->nodes[node].root < 0 ? node_lin(c, p, node, 0) : root_lin(c, p, st->nodes[node].root);
+  }
+  add_access(c, so, st->tid, tidx, st->nout, 1);
+  if (is_init) return;
+  if (b->reduce != CWM_RED_NONE) {
+    add_access(c, so, st->tid, tidx, st->nout, 0);
+    if (b->reduce == CWM_RED_SUM) so->fadd++;
+    else so->fcmp++;
+  }
+  lin_t env[CWM_MAX_DIMS * 2];
+  for (int r = 0; r < b->ndim + b->nred; r++) env[r] = root_lin(c, p, r);
+  count_expr(c, so, b->body, env, 0);
+}
+
+int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err) {
+  if (!cwm_state_is_complete(s)) return cwm_fail(err, CWM_ESTEP, "the state is a sketch");
+  ctx_t *c = cwm_xcalloc(1, sizeof *c);
+  cwm_buf body;
+  cwm_buf_init(&body);
+  c->s = s;
+  c->b = &body;
+  c->collect = 1;
+  lower_all(c);
+  for (int p = 0; p < s->nstages; p++)
+    if (!cwm_stage_is_placeholder(s, p) && s->stages[p].loc == CWM_LOC_ROOT) emit_stage(c, p, 1);
+  *out = c->stores;
+  *n = c->nstores;
+  cwm_buf_free(&body);
+  free(c);
+  return 0;
 }
 
 /* ---- entry points ---- */

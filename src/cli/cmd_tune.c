@@ -1,0 +1,138 @@
+/* cmd_tune.c: `cwm tune`: search schedules for one workload with a cost model, measure them,
+ * log every record, export the best kernel and write a JSON summary. Ctrl-C ends the run after
+ * the measurements in flight; every record already measured stays in the log. */
+#include "cli.h"
+#include "cwm/costmodel.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOPT(o) ((int)(sizeof(o) / sizeof((o)[0])))
+
+static const char *TUNE_HELP =
+    "usage: cwm tune --workload SPEC [--workload-file FILE] [--trials N] [--model random|ansor]\n"
+    "                [--seed S] [--log FILE] [--export DIR] [--summary FILE] [--threads T]\n"
+    "                [--per-round N] [--population N] [--generations N] [--pretrained FILE]\n"
+    "                [--name NAME] [--suite FILE] [--quiet]\n"
+    "Searches schedules (Ansor's sketches, random annotation, evolution under the cost model),\n"
+    "measures --per-round (64) candidates per round until the log holds --trials (64) records of\n"
+    "the workload, and prints a progress line per round. A --log that already holds records of\n"
+    "this workload is resumed: they train the model and are not measured again. At the end the\n"
+    "best kernel goes to DIR/NAME.c, NAME.h and NAME_example.c, and a JSON summary to --summary.\n"
+    "--workload-file FILE reads the workload text from FILE (same as --workload @FILE).\n"
+    "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
+
+static volatile int g_stop;
+static void on_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+}
+
+static void progress(void *ud, const char *line) {
+  if (!*(int *)ud) fprintf(stderr, "cwm tune: %s\n", line);
+}
+
+int cmd_tune(int argc, char **argv) {
+  cli_opt o[] = {{"--workload", 1, NULL},  {"--workload-file", 1, NULL}, {"--trials", 1, NULL},
+                 {"--model", 1, NULL},     {"--seed", 1, NULL},          {"--log", 1, NULL},
+                 {"--export", 1, NULL},    {"--summary", 1, NULL},       {"--threads", 1, NULL},
+                 {"--per-round", 1, NULL}, {"--population", 1, NULL},    {"--generations", 1, NULL},
+                 {"--pretrained", 1, NULL}, {"--name", 1, NULL},         {"--suite", 1, NULL},
+                 {"--quiet", 0, NULL}};
+  int rc = cli_parse(argc, argv, o, NOPT(o), TUNE_HELP);
+  if (rc) return rc < 0 ? 0 : rc;
+  const char *spec = cli_get(o, NOPT(o), "--workload");
+  char fspec[4200];
+  if (cli_get(o, NOPT(o), "--workload-file")) {
+    snprintf(fspec, sizeof fspec, "@%s", cli_get(o, NOPT(o), "--workload-file"));
+    spec = fspec;
+  }
+  cwm_workload *w = cli_workload(spec, cli_get(o, NOPT(o), "--suite"), &rc);
+  if (!w) return rc;
+  cwm_tune_opts to;
+  cwm_tune_opts_default(&to);
+  to.trials = (int)cli_get_long(o, NOPT(o), "--trials", to.trials);
+  to.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
+  to.per_round = (int)cli_get_long(o, NOPT(o), "--per-round", to.per_round);
+  to.population = (int)cli_get_long(o, NOPT(o), "--population", to.population);
+  to.generations = (int)cli_get_long(o, NOPT(o), "--generations", to.generations);
+  to.log_path = cli_get(o, NOPT(o), "--log");
+  int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
+  to.progress = progress;
+  to.progress_ud = &quiet;
+  to.stop = &g_stop;
+  if (to.trials < 1 || to.per_round < 1 || to.population < 1 || to.generations < 0)
+    return cli_usage("tune", TUNE_HELP, "--trials, --per-round and --population must be positive");
+  cwm_measure_opts mo;
+  cwm_measure_opts_default(&mo);
+  mo.threads = (int)cli_get_long(o, NOPT(o), "--threads", 1);
+  if (mo.threads < 1) return cli_usage("tune", TUNE_HELP, "--threads must be positive");
+  to.space.cores = mo.threads;
+  const char *model = cli_get(o, NOPT(o), "--model");
+  if (!model) model = "ansor";
+  cwm_err e = {0};
+  cwm_costmodel *m = NULL;
+  if (!strcmp(model, "random")) m = cwm_costmodel_random(to.seed);
+  else if (!strcmp(model, "ansor")) m = cwm_costmodel_ansor(to.seed, cli_get(o, NOPT(o), "--pretrained"), &e);
+  else return cli_usage("tune", TUNE_HELP, "unknown --model '%s' (random, ansor)", model);
+  if (!m) return cli_fail(&e);
+  cwm_task *t = cwm_task_new(w, &mo, &e);
+  if (!t) return cli_fail(&e);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  if (!quiet)
+    fprintf(stderr, "cwm tune: %s, model %s, %d trials, seed %llu, %d thread(s)\n", w->name, model, to.trials,
+            (unsigned long long)to.seed, mo.threads);
+  cwm_tune_result res;
+  rc = cwm_tune(t, m, &to, &res, &e);
+  if (g_stop && !quiet) fprintf(stderr, "cwm tune: interrupted; %d records measured in this run are in the log\n", res.measured);
+  double flops = cwm_task_flops(t);
+  if (rc == 0 && res.best_nsteps >= 0 && res.best_cost < 1e9) {
+    printf("best: %.2f us, %.2f GFLOP/s (%d measured now, %d resumed, %d errors, %.0f s)\n", res.best_cost * 1e6,
+           flops / res.best_cost * 1e-9, res.measured, res.resumed, res.errors, res.seconds);
+    const char *dir = cli_get(o, NOPT(o), "--export");
+    if (dir) {
+      char name[80];
+      const char *nm = cli_get(o, NOPT(o), "--name");
+      snprintf(name, sizeof name, "%s", nm ? nm : w->name);
+      for (char *p = name; *p; p++)
+        if (!(*p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) *p = '_';
+      cwm_state *best = NULL;
+      if (cwm_state_replay(cwm_task_dag(t), res.best_steps, res.best_nsteps, &best, NULL, &e) ||
+          cwm_export(best, dir, name, &e))
+        rc = cli_fail(&e);
+      else if (!quiet)
+        fprintf(stderr, "cwm tune: kernel written to %s/%s.c, %s.h and %s_example.c\n", dir, name, name, name);
+      cwm_state_free(best);
+    }
+  } else if (rc) {
+    cli_fail(&e);
+  }
+  const char *sum = cli_get(o, NOPT(o), "--summary");
+  if (sum) {
+    cwm_buf b;
+    cwm_buf_init(&b);
+    char key[17];
+    cwm_workload_key(w, key);
+    int ok = res.best_cost < 1e9;
+    cwm_buf_printf(&b, "{\"workload\": \"%s\", \"key\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"trials\": %d, "
+                       "\"best_us\": %.6g, \"best_gflops\": %.6g, \"tuning_seconds\": %.3f, \"measured\": %d, "
+                       "\"resumed\": %d, \"errors\": %d, \"threads\": %d}\n",
+                   w->name, key, model, (unsigned long long)to.seed, to.trials, ok ? res.best_cost * 1e6 : -1.0,
+                   ok ? flops / res.best_cost * 1e-9 : 0.0, res.seconds, res.measured, res.resumed, res.errors,
+                   mo.threads);
+    cwm_err e2 = {0};
+    if (cwm_write_file_atomic(sum, b.s, b.len, &e2)) rc = rc ? rc : cli_fail(&e2);
+    cwm_buf_free(&b);
+  }
+  cwm_tune_result_free(&res);
+  cwm_costmodel_free(m);
+  cwm_task_free(t);
+  cwm_workload_free(w);
+  return rc;
+}

@@ -1,0 +1,406 @@
+/* tune.c: Ansor's search policy on our states, and the tuning loop around it. A round samples
+ * an initial population from the sketches, adds the best measured programs, evolves it for a few
+ * generations under the cost model (roulette selection, mutation), picks the best unmeasured
+ * candidates plus a few random ones (epsilon-greedy), measures them, appends their records to
+ * the log and updates the model. A log that already holds records of the workload is resumed:
+ * those programs teach the model and are never measured again. */
+#include "cwm/search.h"
+#include "cwm/costmodel.h"
+#include "cwm/sketch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cwm_tune_opts_default(cwm_tune_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->trials = 64;
+  o->per_round = 64;
+  o->population = 2048;
+  o->generations = 4;
+  o->mutation_prob = 0.85;
+  o->eps_greedy = 0.05;
+  o->init_min_population = 50;
+  o->seed = 1;
+  cwm_space_opts_default(&o->space);
+}
+
+/* ---- a set of printed-state hashes ---- */
+
+typedef struct {
+  uint64_t *h;
+  size_t n, cap;
+} hset;
+
+static int hset_has(const hset *s, uint64_t h) {
+  if (!s->cap) return 0;
+  for (size_t i = h & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+    if (s->h[i] == 0) return 0;
+    if (s->h[i] == h) return 1;
+  }
+}
+static void hset_add(hset *s, uint64_t h) {
+  if (!h) h = 1;
+  if ((s->n + 1) * 2 > s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 1024;
+    uint64_t *old = s->h;
+    size_t oldcap = s->cap;
+    s->h = cwm_xcalloc(cap, sizeof *s->h);
+    s->cap = cap;
+    s->n = 0;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i]) hset_add(s, old[i]);
+    free(old);
+  }
+  if (hset_has(s, h)) return;
+  size_t i = h & (s->cap - 1);
+  while (s->h[i]) i = (i + 1) & (s->cap - 1);
+  s->h[i] = h;
+  s->n++;
+}
+
+static uint64_t state_hash(const cwm_state *s) {
+  char *t = cwm_state_print(s);
+  uint64_t h = cwm_hash64(t, strlen(t));
+  free(t);
+  return h ? h : 1;
+}
+
+/* ---- the tuner ---- */
+
+typedef struct {
+  cwm_state *s;
+  double cost;
+} measured_t;
+
+struct tuner {
+  cwm_task *task;
+  cwm_costmodel *model;
+  const cwm_tune_opts *o;
+  cwm_rng rng;
+  hset seen;        /* measured programs */
+  measured_t *meas; /* measured programs that ran, kept for seeding the population */
+  int nmeas, capmeas;
+  double best_cost;
+  cwm_step best_steps[CWM_MAX_STEPS];
+  int best_n;
+  cwm_log *log;
+  cwm_tune_result *res;
+};
+
+static void note(struct tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct tuner *t, const char *fmt, ...) {
+  if (!t->o->progress) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  t->o->progress(t->o->progress_ud, buf);
+}
+
+static void keep_measured(struct tuner *t, cwm_state *s, const cwm_record *r) {
+  if (r->error) {
+    cwm_state_free(s);
+    return;
+  }
+  double c = cwm_record_cost(r);
+  if (c < t->best_cost) {
+    t->best_cost = c;
+    t->best_n = s->nsteps;
+    memcpy(t->best_steps, s->steps, sizeof(cwm_step) * (size_t)s->nsteps);
+  }
+  if (t->nmeas == t->capmeas) {
+    t->capmeas = t->capmeas ? t->capmeas * 2 : 256;
+    t->meas = cwm_xrealloc(t->meas, sizeof *t->meas * (size_t)t->capmeas);
+  }
+  t->meas[t->nmeas].s = s;
+  t->meas[t->nmeas].cost = c;
+  t->nmeas++;
+}
+
+static int cmp_meas(const void *a, const void *b) {
+  double x = ((const measured_t *)a)->cost, y = ((const measured_t *)b)->cost;
+  return x < y ? -1 : x > y;
+}
+
+/* Loads the log's records of this workload: they count as measured and train the model. */
+static int resume(struct tuner *t, const char *key, cwm_err *err) {
+  cwm_log_iter *it = cwm_log_iter_open(t->o->log_path, err);
+  if (!it) return 0; /* no log yet */
+  cwm_record r;
+  cwm_record_init(&r);
+  int n = 0, cap = 0;
+  cwm_state **states = NULL;
+  cwm_record *recs = NULL;
+  int rc;
+  while ((rc = cwm_log_iter_next(it, &r, err)) == 1) {
+    if (strcmp(r.key, key)) {
+      cwm_record_free(&r);
+      continue;
+    }
+    cwm_state *s = NULL;
+    cwm_err e = {0};
+    if (cwm_state_replay(cwm_task_dag(t->task), r.steps, r.nsteps, &s, NULL, &e)) {
+      cwm_record_free(&r);
+      t->res->skipped++;
+      continue;
+    }
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      states = cwm_xrealloc(states, sizeof *states * (size_t)cap);
+      recs = cwm_xrealloc(recs, sizeof *recs * (size_t)cap);
+    }
+    states[n] = s;
+    recs[n] = r;
+    cwm_record_init(&r);
+    n++;
+  }
+  t->res->corrupt_lines = cwm_log_iter_nbad(it);
+  cwm_log_iter_close(it);
+  if (rc < 0) return err->code;
+  for (int i = 0; i < n; i++) {
+    hset_add(&t->seen, state_hash(states[i]));
+    if (recs[i].error) t->res->errors++;
+  }
+  if (n && cwm_costmodel_update(t->model, states, recs, n, err)) return err->code;
+  for (int i = 0; i < n; i++) {
+    keep_measured(t, states[i], &recs[i]);
+    cwm_record_free(&recs[i]);
+  }
+  t->res->resumed = n;
+  free(states);
+  free(recs);
+  return 0;
+}
+
+typedef struct {
+  cwm_state *s;
+  double score;
+  uint64_t h;
+} cand_t;
+
+static int cmp_cand(const void *a, const void *b) {
+  double x = ((const cand_t *)a)->score, y = ((const cand_t *)b)->score;
+  return x > y ? -1 : x < y;
+}
+
+/* Keeps the best `cap` unmeasured unique candidates seen over the generations. */
+typedef struct {
+  cand_t *c;
+  int n, cap;
+  hset in;
+} best_t;
+
+static void best_offer(best_t *b, const cand_t *c) {
+  if (hset_has(&b->in, c->h)) return;
+  if (b->n < b->cap) {
+    b->c[b->n] = *c;
+    b->c[b->n].s = cwm_state_clone(c->s);
+    b->n++;
+    hset_add(&b->in, c->h);
+    return;
+  }
+  int worst = 0;
+  for (int i = 1; i < b->n; i++)
+    if (b->c[i].score < b->c[worst].score) worst = i;
+  if (c->score <= b->c[worst].score) return;
+  cwm_state_free(b->c[worst].s);
+  b->c[worst] = *c;
+  b->c[worst].s = cwm_state_clone(c->s);
+  hset_add(&b->in, c->h);
+}
+
+static int score_all(struct tuner *t, cand_t *pop, int n, cwm_err *err) {
+  cwm_state **ss = cwm_xmalloc(sizeof *ss * (size_t)(n ? n : 1));
+  double *sc = cwm_xmalloc(sizeof *sc * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) ss[i] = pop[i].s;
+  int rc = cwm_costmodel_predict(t->model, ss, n, sc, err);
+  for (int i = 0; i < n && !rc; i++) pop[i].score = isfinite(sc[i]) ? sc[i] : -1e30;
+  free(ss);
+  free(sc);
+  return rc;
+}
+
+/* One round's picks: up to `want` unmeasured programs, best predicted first, the last few random. */
+static int search_round(struct tuner *t, int want, cwm_state ***picks, int *npicks, cwm_err *err) {
+  const cwm_tune_opts *o = t->o;
+  const cwm_dag *d = cwm_task_dag(t->task);
+  cwm_state **init = NULL;
+  int ninit = 0;
+  int rc = cwm_sample_initial(d, &o->space, &t->rng, o->init_min_population, &init, &ninit, err);
+  if (rc) return rc;
+  /* population: the random samples plus the best measured programs */
+  int nbest = t->nmeas < (int)(0.2 * o->population) ? t->nmeas : (int)(0.2 * o->population);
+  qsort(t->meas, (size_t)t->nmeas, sizeof *t->meas, cmp_meas);
+  int cap = o->population > ninit + nbest ? o->population : ninit + nbest;
+  cand_t *pop = cwm_xcalloc((size_t)cap, sizeof *pop);
+  int npop = 0;
+  for (int i = 0; i < ninit; i++) pop[npop++].s = cwm_state_clone(init[i]);
+  for (int i = 0; i < nbest; i++) pop[npop++].s = cwm_state_clone(t->meas[i].s);
+  for (int i = 0; i < npop; i++) pop[i].h = state_hash(pop[i].s);
+  best_t best = {.cap = want * 2};
+  best.c = cwm_xcalloc((size_t)best.cap, sizeof *best.c);
+  for (int g = 0; g <= o->generations && rc == 0; g++) {
+    if ((rc = score_all(t, pop, npop, err))) break;
+    for (int i = 0; i < npop; i++)
+      if (!hset_has(&t->seen, pop[i].h)) best_offer(&best, &pop[i]);
+    if (g == o->generations || (o->stop && *o->stop)) break;
+    /* next generation: roulette on max(score, 0) plus a floor so that every state has a chance */
+    double minsc = 1e300, total = 0;
+    for (int i = 0; i < npop; i++) minsc = pop[i].score < minsc ? pop[i].score : minsc;
+    double *w = cwm_xmalloc(sizeof *w * (size_t)npop);
+    for (int i = 0; i < npop; i++) {
+      w[i] = pop[i].score - minsc + 1e-9;
+      total += w[i];
+    }
+    cand_t *next = cwm_xcalloc((size_t)o->population, sizeof *next);
+    int nnext = 0, tries = 0;
+    while (nnext < o->population && tries < o->population * 4) {
+      tries++;
+      double x = cwm_rng_unit(&t->rng) * total;
+      int k = 0;
+      while (k < npop - 1 && x > w[k]) x -= w[k++];
+      cwm_state *child = NULL;
+      if (cwm_rng_unit(&t->rng) < o->mutation_prob) {
+        cwm_err e = {0};
+        if (cwm_mutate(pop[k].s, &o->space, &t->rng, &child, &e)) continue;
+      } else {
+        child = cwm_state_clone(pop[k].s);
+      }
+      next[nnext].s = child;
+      next[nnext].h = state_hash(child);
+      nnext++;
+    }
+    free(w);
+    for (int i = 0; i < npop; i++) cwm_state_free(pop[i].s);
+    free(pop);
+    pop = next;
+    npop = nnext;
+  }
+  for (int i = 0; i < npop; i++) cwm_state_free(pop[i].s);
+  free(pop);
+  qsort(best.c, (size_t)best.n, sizeof *best.c, cmp_cand);
+  /* epsilon-greedy: the last picks come from the random initial samples */
+  int nrand = (int)(o->eps_greedy * want + 0.5);
+  cwm_state **out = cwm_xcalloc((size_t)(want ? want : 1), sizeof *out);
+  int nout = 0;
+  hset chosen = {0};
+  for (int i = 0; i < best.n && nout < want - nrand; i++) {
+    out[nout++] = best.c[i].s;
+    hset_add(&chosen, best.c[i].h);
+    best.c[i].s = NULL;
+  }
+  for (int tries = 0; tries < ninit * 2 && nout < want; tries++) {
+    cwm_state *s = init[cwm_rng_int(&t->rng, ninit)];
+    uint64_t h = state_hash(s);
+    if (hset_has(&t->seen, h) || hset_has(&chosen, h)) continue;
+    hset_add(&chosen, h);
+    out[nout++] = cwm_state_clone(s);
+  }
+  for (int i = 0; i < best.n; i++) cwm_state_free(best.c[i].s);
+  free(best.c);
+  free(best.in.h);
+  free(chosen.h);
+  cwm_states_free(init, ninit);
+  *picks = out;
+  *npicks = nout;
+  return rc;
+}
+
+int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_tune_result *res,
+             cwm_err *err) {
+  struct tuner t = {0};
+  t.task = task;
+  t.model = model;
+  t.o = o;
+  t.res = res;
+  t.best_cost = 1e10;
+  memset(res, 0, sizeof *res);
+  cwm_rng_seed(&t.rng, o->seed);
+  double t0 = cwm_now();
+  char key[17];
+  cwm_workload_key(cwm_dag_workload(cwm_task_dag(task)), key);
+  int rc = 0;
+  if (o->log_path) {
+    if ((rc = resume(&t, key, err))) goto done;
+    if (res->resumed) note(&t, "resumed %d records of this workload from %s (%d corrupt lines skipped)", res->resumed,
+                           o->log_path, res->corrupt_lines);
+    if (!(t.log = cwm_log_open(o->log_path, err))) {
+      rc = err->code;
+      goto done;
+    }
+  }
+  double flops = cwm_task_flops(task);
+  int done_trials = res->resumed, round = 0, stalls = 0;
+  while (done_trials < o->trials && !(o->stop && *o->stop)) {
+    int want = o->per_round < o->trials - done_trials ? o->per_round : o->trials - done_trials;
+    cwm_state **picks;
+    int np;
+    double rs = cwm_now();
+    if ((rc = search_round(&t, want, &picks, &np, err))) goto done;
+    if (np == 0) {
+      free(picks);
+      if (++stalls >= 3) {
+        note(&t, "the search space is exhausted: no new candidates");
+        break;
+      }
+      continue;
+    }
+    /* measure in chunks so that an interrupt ends the round soon, keeping what was measured */
+    cwm_record *recs = cwm_xcalloc((size_t)np, sizeof *recs);
+    int nm = 0;
+    for (int c0 = 0; c0 < np && !(o->stop && *o->stop); c0 += 16) {
+      int cn = np - c0 < 16 ? np - c0 : 16;
+      if ((rc = cwm_task_measure(task, picks + c0, cn, recs + c0, err))) break;
+      for (int i = c0; i < c0 + cn; i++) {
+        if (t.log && (rc = cwm_log_append(t.log, &recs[i], err))) break;
+        hset_add(&t.seen, state_hash(picks[i]));
+        if (recs[i].error) res->errors++;
+      }
+      nm = c0 + cn;
+      if (rc) break;
+    }
+    if (!rc && nm) rc = cwm_costmodel_update(model, picks, recs, nm, err);
+    for (int i = 0; i < np; i++) {
+      if (i < nm) {
+        keep_measured(&t, picks[i], &recs[i]);
+        cwm_record_free(&recs[i]);
+      } else {
+        cwm_state_free(picks[i]);
+      }
+    }
+    free(recs);
+    free(picks);
+    if (rc) goto done;
+    res->measured += nm;
+    done_trials += nm;
+    round++;
+    double el = cwm_now() - t0, per = (cwm_now() - rs) / (nm ? nm : 1);
+    note(&t, "round %d: %d/%d trials, best %.2f us (%.2f GFLOP/s), %d errors, %.0f s elapsed, ETA %.0f s", round,
+         done_trials, o->trials, t.best_cost < 1e9 ? t.best_cost * 1e6 : 0.0,
+         t.best_cost < 1e9 ? flops / t.best_cost * 1e-9 : 0.0, res->errors, el, per * (o->trials - done_trials));
+  }
+done:
+  if (t.log) cwm_log_close(t.log);
+  res->best_cost = t.best_cost;
+  res->best_nsteps = t.best_n;
+  if (t.best_n) {
+    res->best_steps = cwm_xmalloc(sizeof(cwm_step) * (size_t)t.best_n);
+    memcpy(res->best_steps, t.best_steps, sizeof(cwm_step) * (size_t)t.best_n);
+  }
+  res->seconds = cwm_now() - t0;
+  for (int i = 0; i < t.nmeas; i++) cwm_state_free(t.meas[i].s);
+  free(t.meas);
+  free(t.seen.h);
+  if (!rc && res->best_cost >= 1e9 && res->measured + res->resumed > 0)
+    return cwm_fail(err, CWM_ENOSCHED, "every measured candidate failed (%d errors); see the log for the kinds",
+                    res->errors);
+  return rc;
+}
+
+void cwm_tune_result_free(cwm_tune_result *r) {
+  free(r->best_steps);
+  r->best_steps = NULL;
+}

@@ -1,0 +1,276 @@
+/* test_sketch.c: the search space. Sketch counts against Ansor's own examples, the shape of the
+ * cache-write sketch, determinism for a seed, and the property test: sampled and mutated
+ * candidates of every op kind replay, compile and compute what the reference computes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cwm/search.h"
+#include "cwm/sketch.h"
+#include "testlib.h"
+
+static cwm_dag *dag_of(const char *spec) {
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
+  if (!w) {
+    fprintf(stderr, "%s: %s\n", spec, e.msg);
+    exit(1);
+  }
+  cwm_dag *d = cwm_dag_new(w, &e);
+  cwm_workload_free(w);
+  return d;
+}
+
+static char *steps_text(const cwm_state *s) {
+  cwm_buf b;
+  cwm_buf_init(&b);
+  cwm_steps_print(s->steps, s->nsteps, &b);
+  return b.s ? cwm_buf_take(&b) : cwm_xstrdup("[]");
+}
+
+static int sketch_count(const char *spec) {
+  cwm_dag *d = dag_of(spec);
+  cwm_state **sk;
+  int n;
+  cwm_err e = {0};
+  int rc = cwm_sketches(d, &sk, &n, &e);
+  CHECKF(rc == 0, "%s: %s", spec, e.msg);
+  for (int i = 0; rc == 0 && i < n; i++) {
+    /* a sketch replays from its own steps */
+    cwm_state *again = NULL;
+    CHECKF(cwm_state_replay(d, sk[i]->steps, sk[i]->nsteps, &again, NULL, &e) == 0, "%s: %s", spec, e.msg);
+    cwm_state_free(again);
+  }
+  if (rc == 0) cwm_states_free(sk, n);
+  cwm_dag_free(d);
+  return rc ? -1 : n;
+}
+
+static void test_sketch_counts(void) {
+  /* Ansor's test_cpu_matmul_sketch: plain tiling, and cache write fused at level 1 or 2 */
+  CHECKF(sketch_count("matmul M=512 N=512 K=512") == 3, "got %d", sketch_count("matmul M=512 N=512 K=512"));
+  /* ... plus the two rfactor variants when the space is small and the reduction long */
+  CHECKF(sketch_count("matmul M=8 N=8 K=512") == 5, "got %d", sketch_count("matmul M=8 N=8 K=512"));
+
+  /* The cache-write sketch at level 2 has the step shape of Ansor's example record. */
+  cwm_dag *d = dag_of("matmul M=512 N=512 K=512");
+  cwm_state **sk;
+  int n;
+  cwm_err e = {0};
+  CHECK(cwm_sketches(d, &sk, &n, &e) == 0);
+  const char *want =
+      "[[\"CHW\",2,\"local\"],[\"SP\",2,0,512,[null,null,null],1],[\"SP\",2,4,512,[null,null,null],1],"
+      "[\"SP\",2,8,512,[null],1],[\"RE\",2,[0,4,1,5,8,2,6,9,3,7]],[\"FSP\",3,0,1,2],"
+      "[\"FSP\",3,3,2,2],[\"RE\",3,[0,3,1,4,2,5]],[\"CA\",2,3,3]]";
+  int found = 0;
+  for (int i = 0; i < n; i++) {
+    CHECK(!cwm_state_is_complete(sk[i]));
+    char *t = steps_text(sk[i]);
+    found |= !strcmp(t, want);
+    free(t);
+  }
+  CHECKF(found, "no sketch has the steps %s", want);
+  cwm_states_free(sk, n);
+  cwm_dag_free(d);
+
+  static const char *kinds[] = {
+      "dense M=16 N=32 K=24 bias=1 act=gelu", "dense M=8 N=8 K=256 bias=0 act=none",
+      "matmul M=32 N=24 K=16", "batch_matmul B=2 M=16 N=8 K=12", "softmax B=2 M=4 N=24",
+      "layernorm M=8 N=40", "conv2d C=4 H=10 W=10 K=8 R=3 S=3 stride=1 pad=1 bias=1 act=relu",
+      "conv2d C=3 H=12 W=12 K=4 R=3 S=3 stride=2 pad=1 bias=1 act=relu",
+      "conv2d C=6 H=7 W=7 K=8 R=1 S=1 stride=1 pad=0 bias=0 act=none",
+      "dwconv2d C=4 H=10 W=10 R=3 S=3 stride=1 pad=1"};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    fprintf(stderr, "sketches %-66s %d\n", kinds[i], sketch_count(kinds[i]));
+}
+
+/* Every sketch of these workloads has a random annotation that is valid. */
+static void test_annotations_valid(void) {
+  static const char *specs[] = {"softmax B=2 M=4 N=24", "layernorm M=8 N=40",
+                                "conv2d C=4 H=10 W=10 K=8 R=3 S=3 stride=1 pad=1 bias=1 act=relu",
+                                "dwconv2d C=4 H=10 W=10 R=3 S=3 stride=1 pad=1",
+                                "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=8 N=8 K=512"};
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  for (size_t w = 0; w < sizeof specs / sizeof specs[0]; w++) {
+    cwm_dag *d = dag_of(specs[w]);
+    cwm_state **sk;
+    int n, good_sketches = 0;
+    cwm_err e = {0};
+    CHECK(cwm_sketches(d, &sk, &n, &e) == 0);
+    cwm_rng r;
+    cwm_rng_seed(&r, 7 + w);
+    for (int i = 0; i < n; i++) {
+      int ok = 0;
+      for (int k = 0; k < 20; k++) {
+        cwm_state *s = NULL;
+        if (cwm_annotate(sk[i], &o, &r, &s, &e)) continue;
+        ok++;
+        CHECK(cwm_state_is_complete(s));
+        CHECK(!cwm_has_nested_parallel(s));
+        cwm_state *again = NULL;
+        CHECKF(cwm_state_replay(d, s->steps, s->nsteps, &again, NULL, &e) == 0, "%s: %s", specs[w], e.msg);
+        if (again) {
+          char *p1 = cwm_state_print(s), *p2 = cwm_state_print(again);
+          CHECKF(!strcmp(p1, p2), "%s: replay prints differently", specs[w]);
+          free(p1);
+          free(p2);
+          cwm_state_free(again);
+        }
+        cwm_state_free(s);
+      }
+      CHECKF(ok > 0, "%s: sketch %d: no valid annotation in 20 draws (%s)", specs[w], i, e.msg);
+      good_sketches += ok > 0;
+    }
+    CHECKF(good_sketches >= 1, "%s: no sketch annotates", specs[w]);
+    cwm_states_free(sk, n);
+    cwm_dag_free(d);
+  }
+}
+
+static char **sample_texts(const char *spec, uint64_t seed, int n, int *got) {
+  cwm_dag *d = dag_of(spec);
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  cwm_rng r;
+  cwm_rng_seed(&r, seed);
+  cwm_state **c;
+  cwm_err e = {0};
+  *got = 0;
+  char **t = calloc((size_t)n * 2, sizeof *t);
+  if (cwm_sample_initial(d, &o, &r, n, &c, got, &e) == 0) {
+    for (int i = 0; i < *got; i++) t[i] = cwm_state_print(c[i]);
+    /* mutations draw from the same rng, so they are part of the sequence checked */
+    for (int i = 0; i < *got; i++) {
+      cwm_state *m = NULL;
+      for (int k = 0; k < 50 && !m; k++) cwm_mutate(c[i], &o, &r, &m, &e);
+      t[n + i] = m ? cwm_state_print(m) : cwm_xstrdup("-");
+      cwm_state_free(m);
+    }
+    cwm_states_free(c, *got);
+  }
+  cwm_dag_free(d);
+  return t;
+}
+
+static void test_determinism(void) {
+  const char *spec = "conv2d C=4 H=10 W=10 K=8 R=3 S=3 stride=1 pad=1 bias=1 act=relu";
+  int n1, n2, n = 10;
+  char **a = sample_texts(spec, 42, n, &n1), **b = sample_texts(spec, 42, n, &n2);
+  CHECK(n1 == n && n2 == n);
+  int same = n1 == n2;
+  for (int i = 0; same && i < n1; i++) same = !strcmp(a[i], b[i]) && !strcmp(a[n + i], b[n + i]);
+  CHECK(same);
+  /* and distinct within one draw */
+  for (int i = 0; i < n1; i++)
+    for (int j = 0; j < i; j++) CHECKF(strcmp(a[i], a[j]), "candidates %d and %d are equal", j, i);
+  for (int i = 0; i < 2 * n; i++) free(a[i]), free(b[i]);
+  free(a);
+  free(b);
+}
+
+/* Mutation reaches each of its rules (told apart by which step kind changed). */
+static void test_mutation_rules(void) {
+  cwm_dag *d = dag_of("conv2d C=4 H=10 W=10 K=8 R=3 S=3 stride=1 pad=1 bias=1 act=relu");
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  cwm_rng r;
+  cwm_rng_seed(&r, 5);
+  cwm_state **c;
+  int n;
+  cwm_err e = {0};
+  CHECK(cwm_sample_initial(d, &o, &r, 16, &c, &n, &e) == 0);
+  int seen[CWM_S__COUNT] = {0}, ok = 0;
+  for (int k = 0; k < 3000; k++) {
+    const cwm_state *s = c[k % n];
+    cwm_state *m = NULL;
+    if (cwm_mutate(s, &o, &r, &m, &e)) continue;
+    ok++;
+    CHECK(cwm_state_is_complete(m));
+    for (int i = 0; i < s->nsteps && i < m->nsteps; i++)
+      if (memcmp(&s->steps[i], &m->steps[i], sizeof s->steps[i])) {
+        seen[m->steps[i].kind]++;
+        break;
+      }
+    /* every split stays even with the innermost length within bounds */
+    for (int i = 0; i < m->nsteps; i++) {
+      const cwm_step *st = &m->steps[i];
+      if (st->kind != CWM_S_SP) continue;
+      long prod = 1;
+      for (int j = 0; j < st->n; j++) prod *= st->v[j];
+      CHECK(st->extent % prod == 0 && st->v[st->n - 1] <= o.max_innermost);
+    }
+    cwm_state_free(m);
+  }
+  fprintf(stderr, "mutations: %d of 3000 valid; changed SP %d, PR %d, CA %d, FU %d\n", ok,
+          seen[CWM_S_SP], seen[CWM_S_PR], seen[CWM_S_CA], seen[CWM_S_FU]);
+  CHECK(seen[CWM_S_SP] > 0 && seen[CWM_S_PR] > 0 && seen[CWM_S_CA] > 0 && seen[CWM_S_FU] > 0);
+  cwm_states_free(c, n);
+  cwm_dag_free(d);
+}
+
+/* Sample, mutate, measure: every candidate compiles and matches the reference. */
+static void run_workload(const char *spec, uint64_t seed) {
+  enum { NS = 12 };
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
+  CHECKF(w != NULL, "%s: %s", spec, e.msg);
+  if (!w) return;
+  cwm_measure_opts mo;
+  cwm_measure_opts_default(&mo);
+  mo.repeats = 1;
+  mo.min_repeat_ms = 0;
+  mo.batch = 8;
+  cwm_task *t = cwm_task_new(w, &mo, &e);
+  CHECK(t != NULL);
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  cwm_rng r;
+  cwm_rng_seed(&r, seed);
+  cwm_state **cand = NULL, *all[2 * NS];
+  int n = 0, m = 0;
+  CHECKF(cwm_sample_initial(cwm_task_dag(t), &o, &r, NS, &cand, &n, &e) == 0, "%s: %s", spec, e.msg);
+  CHECKF(n == NS, "%s: %d candidates", spec, n);
+  for (int i = 0; i < n; i++) all[m++] = cand[i];
+  for (int i = 0; i < n; i++) {
+    cwm_state *mu = NULL;
+    for (int k = 0; k < 100 && !mu; k++) cwm_mutate(cand[i], &o, &r, &mu, &e);
+    CHECKF(mu != NULL, "%s: no mutation of candidate %d (%s)", spec, i, e.msg);
+    if (mu) all[m++] = mu;
+  }
+  cwm_record *recs = calloc((size_t)m + 1, sizeof *recs);
+  int rc = cwm_task_measure(t, all, m, recs, &e);
+  CHECKF(rc == 0, "%s: measure failed: %s", spec, e.msg);
+  int bad = 0;
+  for (int i = 0; i < m && rc == 0; i++) {
+    if (recs[i].error) {
+      char *st = steps_text(all[i]);
+      CHECKF(recs[i].error == 0, "%s: %s %d: %s: %s\n  steps: %s", spec, i < n ? "candidate" : "mutant",
+             i < n ? i : i - n, cwm_merr_name(recs[i].error), recs[i].msg, st);
+      free(st);
+      bad++;
+    }
+    cwm_record_free(&recs[i]);
+  }
+  for (int i = 0; i < m; i++) cwm_state_free(all[i]);
+  fprintf(stderr, "measured %-66s %d, %d failed\n", spec, m, bad);
+  free(cand);
+  free(recs);
+  cwm_task_free(t);
+  cwm_workload_free(w);
+}
+
+int main(void) {
+  test_sketch_counts();
+  test_annotations_valid();
+  test_determinism();
+  test_mutation_rules();
+  static const char *specs[] = {
+      "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",
+      "batch_matmul B=2 M=16 N=8 K=12", "softmax B=2 M=4 N=24", "layernorm M=8 N=40",
+      "conv2d C=4 H=10 W=10 K=8 R=3 S=3 stride=1 pad=1 bias=1 act=relu",
+      "conv2d C=3 H=12 W=12 K=4 R=3 S=3 stride=2 pad=1 bias=1 act=relu",
+      "dwconv2d C=4 H=10 W=10 R=3 S=3 stride=1 pad=1"};
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) run_workload(specs[i], 100 + i);
+  return test_done();
+}
