@@ -120,11 +120,12 @@ static void test_features(void) {
 
 /* Random states of several workloads: features are finite and the row count sane. */
 static void test_features_random(void) {
-  const char *specs[] = {"matmul M=64 N=48 K=32", "dense M=8 N=16 K=12 bias=1 act=gelu", "softmax B=2 M=4 N=8"};
+  const char *specs[] = {"matmul M=64 N=48 K=32", "dense M=8 N=16 K=12 bias=1 act=gelu", "softmax B=2 M=4 N=8",
+                         "conv2d C=4 H=10 W=10 K=8 R=3 S=3 stride=1 pad=1 bias=1 act=relu"};
   cwm_rng r;
   cwm_rng_seed(&r, 7);
   int ok = 0, bad = 0;
-  for (int w = 0; w < 3; w++) {
+  for (int w = 0; w < 4; w++) {
     cwm_dag *d = dag_of(specs[w]);
     for (int k = 0; k < 60; k++) {
       cwm_state *s;
@@ -143,7 +144,7 @@ static void test_features_random(void) {
     }
     cwm_dag_free(d);
   }
-  CHECKF(ok > 150, "%d of 180 random states featurized (%d failed)", ok, bad);
+  CHECKF(ok > 200, "%d of 240 random states featurized (%d failed)", ok, bad);
 }
 
 /* ------------------------------------------------------------------ learning */

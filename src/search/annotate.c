@@ -1,0 +1,339 @@
+/* annotate.c: Ansor's initial-population rules. A sketch gets random even tile sizes, random
+ * compute locations for its untiled stages, a fused parallel outer loop, an auto-unroll pragma
+ * and a fused vectorized inner loop; then candidates are sampled and deduplicated. */
+#include "cwm/sketch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const int UNROLL_STEPS[] = {0, 16, 64, 512};
+#define N_UNROLL ((int)(sizeof UNROLL_STEPS / sizeof UNROLL_STEPS[0]))
+
+/* ------------------------------------------------------------------ tile sizes */
+
+/* Ordered factorizations of an extent into `len` lengths (the outermost part is what remains),
+ * counted per (remaining divisor, level) so that one can be drawn uniformly without listing
+ * them all: some extents have hundreds of thousands. */
+typedef struct {
+  int nd;
+  int *div;    /* divisors of the extent, ascending */
+  long *count; /* count[i * (len + 1) + k]: ways to choose lengths k..len-1 out of div[i] */
+  int len, max_inner;
+} facs;
+
+static int div_index(const facs *f, int v) {
+  int lo = 0, hi = f->nd - 1;
+  while (lo <= hi) {
+    int m = (lo + hi) / 2;
+    if (f->div[m] == v) return m;
+    if (f->div[m] < v) lo = m + 1;
+    else hi = m - 1;
+  }
+  return -1;
+}
+
+static long count_ways(facs *f, int i, int k) {
+  long *c = &f->count[i * (f->len + 1) + k];
+  if (*c >= 0) return *c;
+  long n = 0;
+  if (k == f->len) {
+    n = 1;
+  } else {
+    int rem = f->div[i];
+    for (int j = 0; j < f->nd && f->div[j] <= rem; j++) {
+      int d = f->div[j];
+      if (rem % d || (k == f->len - 1 && d > f->max_inner)) continue;
+      n += count_ways(f, div_index(f, rem / d), k + 1);
+      if (n > (1L << 40)) n = 1L << 40; /* only the draw's uniformity suffers past this */
+    }
+  }
+  return *c = n;
+}
+
+/* Draws lengths[0..len) uniformly from the ordered factorizations of extent. */
+static void draw_lengths(int extent, int len, int max_inner, cwm_rng *r, int *lengths) {
+  facs f = {.len = len, .max_inner = max_inner};
+  f.div = cwm_xmalloc(sizeof(int) * 2048);
+  for (long d = 1; d * d <= extent && f.nd < 2046; d++)
+    if (extent % d == 0) {
+      f.div[f.nd++] = (int)d;
+      if (d * d != extent) f.div[f.nd++] = (int)(extent / d);
+    }
+  /* ascending order for div_index */
+  for (int i = 1; i < f.nd; i++)
+    for (int j = i; j > 0 && f.div[j - 1] > f.div[j]; j--) {
+      int t = f.div[j];
+      f.div[j] = f.div[j - 1];
+      f.div[j - 1] = t;
+    }
+  f.count = cwm_xmalloc(sizeof(long) * (size_t)f.nd * (size_t)(len + 1));
+  for (int i = 0; i < f.nd * (len + 1); i++) f.count[i] = -1;
+  int top = div_index(&f, extent);
+  long total = count_ways(&f, top, 0);
+  long pick = total > 0 ? (long)(cwm_rng_next(r) % (uint64_t)total) : 0;
+  int rem = extent;
+  for (int k = 0; k < len; k++) {
+    lengths[k] = 1;
+    for (int j = 0; j < f.nd && f.div[j] <= rem; j++) {
+      int d = f.div[j];
+      if (rem % d || (k == len - 1 && d > max_inner)) continue;
+      long w = count_ways(&f, div_index(&f, rem / d), k + 1);
+      if (pick < w) {
+        lengths[k] = d;
+        break;
+      }
+      pick -= w;
+    }
+    rem /= lengths[k];
+  }
+  free(f.div);
+  free(f.count);
+}
+
+/* InitFillTileSize: fills every unknown SP of the step list and replays it, so that the FSP
+ * steps follow the drawn sizes. */
+static int fill_tile_sizes(const cwm_state *sk, const cwm_space_opts *o, cwm_rng *r,
+                           cwm_state **out, cwm_err *err) {
+  cwm_step *steps = cwm_xmalloc(sizeof *steps * (size_t)(sk->nsteps ? sk->nsteps : 1));
+  memcpy(steps, sk->steps, sizeof *steps * (size_t)sk->nsteps);
+  for (int i = 0; i < sk->nsteps; i++) {
+    cwm_step *st = &steps[i];
+    if (st->kind != CWM_S_SP) continue;
+    int unknown = 0;
+    for (int k = 0; k < st->n; k++) unknown |= st->v[k] == 0;
+    if (!unknown) continue;
+    if (st->extent <= 0) {
+      free(steps);
+      return cwm_fail(err, CWM_ESTEP, "step %d: SP with unknown lengths has no extent", i);
+    }
+    draw_lengths(st->extent, st->n, o->max_innermost, r, st->v);
+  }
+  int rc = cwm_state_replay(sk->dag, steps, sk->nsteps, out, NULL, err);
+  free(steps);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ the other rules */
+
+static cwm_step step_of(cwm_step_kind k, int stage) {
+  cwm_step st;
+  memset(&st, 0, sizeof st);
+  st.kind = k;
+  st.stage = stage;
+  return st;
+}
+
+static int usable(const cwm_state *s, int p) {
+  return !cwm_stage_is_placeholder(s, p) && s->stages[p].loc != CWM_LOC_INLINE;
+}
+
+static int has_reduce_iter(const cwm_state *s, int p) {
+  const cwm_stage *sg = &s->stages[p];
+  for (int i = 0; i < sg->niters; i++)
+    if (sg->nodes[sg->iters[i]].kind != CWM_IT_SPATIAL) return 1;
+  return 0;
+}
+
+/* InitChangeComputeLocation: consumers first (last stage to first), each untiled stage that
+ * needs no tiling goes to root or to one of its consumer's loops. */
+static int change_compute_location(cwm_state *s, cwm_rng *r, cwm_err *err) {
+  for (int p = s->nstages - 1; p >= 0; p--) {
+    if (!usable(s, p) || cwm_stage_is_rfactor(s, p)) continue; /* rfactor stages stay at root */
+    if (cwm_stage_is_tiled(s, p) || cwm_needs_tiling(s, p)) continue;
+    int target, cand[CWM_MAX_ITERS];
+    int n = cwm_compute_location_candidates(s, p, &target, cand);
+    int choice = cwm_rng_int(r, n + 2);
+    cwm_step st;
+    if (choice == 0) {
+      /* As Ansor: inline only a stage that is attached at this point. The walk visits each
+       * stage once and sketches attach only tiled stages, so this keeps the stage in place;
+       * kept for the draw sequence and in case sketches change. */
+      if (has_reduce_iter(s, p) || s->stages[p].loc != CWM_LOC_ITER) continue;
+      st = step_of(CWM_S_CI, p);
+    } else if (choice == 1) {
+      if (s->stages[p].loc == CWM_LOC_ROOT) continue; /* a CR here would change nothing */
+      st = step_of(CWM_S_CR, p);
+    } else {
+      st = step_of(CWM_S_CA, p);
+      st.a = target;
+      st.b = cand[choice - 2];
+    }
+    if (cwm_state_apply(s, &st, err)) return err ? err->code : CWM_ESTEP;
+  }
+  return 0;
+}
+
+/* Ansor's annotate_parallel: fuse outer spatial loops until the product exceeds 16 * cores or a
+ * loop with attached stages is reached; through an extent-1 attach point it recurses into the
+ * attached stages and the rest of this one. */
+static int annotate_parallel(cwm_state *s, int p, int off, int cores, int depth, cwm_err *err) {
+  if (depth > CWM_MAX_STAGES) return 0;
+  const cwm_stage *sg = &s->stages[p];
+  long degree = 1;
+  int ids[CWM_MAX_ITERS], n = 0, i;
+  for (i = off; i < sg->niters; i++) {
+    const cwm_node *nd = &sg->nodes[sg->iters[i]];
+    if (nd->kind != CWM_IT_SPATIAL || nd->ann != CWM_ANN_NONE) break;
+    ids[n++] = i;
+    degree *= nd->extent;
+    if (degree > 16L * cores) break;
+    if (cwm_attached_count(s, p, i)) break;
+  }
+  if (degree == 1 && i < sg->niters && cwm_attached_count(s, p, i)) {
+    int node = sg->iters[i], att[CWM_MAX_STAGES], na = 0;
+    for (int q = 0; q < s->nstages; q++)
+      if (s->stages[q].loc == CWM_LOC_ITER && s->stages[q].attach_stage == p &&
+          s->stages[q].attach_node == node)
+        att[na++] = q;
+    for (int k = 0; k < na; k++)
+      if (annotate_parallel(s, att[k], 0, cores, depth + 1, err)) return err ? err->code : CWM_ESTEP;
+    if (annotate_parallel(s, p, i + 1, cores, depth + 1, err)) return err ? err->code : CWM_ESTEP;
+  }
+  if (n == 0) return 0;
+  if (n > 1) {
+    cwm_step fu = step_of(CWM_S_FU, p);
+    for (int k = 0; k < n; k++) fu.v[fu.n++] = ids[k];
+    if (cwm_state_apply(s, &fu, err)) return err ? err->code : CWM_ESTEP;
+  }
+  cwm_step an = step_of(CWM_S_AN, p);
+  an.iter = ids[0];
+  an.a = CWM_ANN_PARALLEL;
+  return cwm_state_apply(s, &an, err) ? (err ? err->code : CWM_ESTEP) : 0;
+}
+
+static int init_parallel(cwm_state *s, const cwm_space_opts *o, cwm_err *err) {
+  for (int p = 0; p < s->nstages; p++)
+    if (usable(s, p) && s->stages[p].loc == CWM_LOC_ROOT)
+      if (annotate_parallel(s, p, 0, o->cores, 0, err)) return err ? err->code : CWM_ESTEP;
+  return 0;
+}
+
+/* InitUnroll: every stage with a reduction loop gets auto_unroll_max_step from the CPU set. */
+static int init_unroll(cwm_state *s, cwm_rng *r, cwm_err *err) {
+  for (int p = 0; p < s->nstages; p++) {
+    if (!usable(s, p) || !has_reduce_iter(s, p)) continue;
+    cwm_step pr = step_of(CWM_S_PR, p);
+    pr.iter = 0;
+    pr.a = UNROLL_STEPS[cwm_rng_int(r, N_UNROLL)];
+    if (cwm_state_apply(s, &pr, err)) return err ? err->code : CWM_ESTEP;
+  }
+  return 0;
+}
+
+/* InitVectorization: count the fusable spatial loops from the innermost outwards (product
+ * <= max_vectorize; only one if the stage is tiled, as its inner two loops are not contiguous),
+ * then fuse a random number of them and vectorize. */
+static int init_vectorize(cwm_state *s, const cwm_space_opts *o, cwm_rng *r, cwm_err *err) {
+  for (int p = 0; p < s->nstages; p++) {
+    if (!usable(s, p)) continue;
+    const cwm_stage *sg = &s->stages[p];
+    int tiled = cwm_stage_is_tiled(s, p), num = 0;
+    long prod = 1;
+    while (num < sg->niters) {
+      int it = sg->niters - 1 - num;
+      if (cwm_attached_count(s, p, it)) break;
+      const cwm_node *nd = &sg->nodes[sg->iters[it]];
+      if (nd->kind != CWM_IT_SPATIAL || nd->ann != CWM_ANN_NONE) break;
+      if (tiled && num != 0) break;
+      prod *= nd->extent;
+      if (prod > o->max_vectorize) break;
+      num++;
+    }
+    if (num > 1) num = 1 + cwm_rng_int(r, num - 1);
+    if (num == 0) continue;
+    int first = sg->niters - num;
+    if (num > 1) {
+      cwm_step fu = step_of(CWM_S_FU, p);
+      for (int k = first; k < sg->niters; k++) fu.v[fu.n++] = k;
+      if (cwm_state_apply(s, &fu, err)) return err ? err->code : CWM_ESTEP;
+    }
+    cwm_step an = step_of(CWM_S_AN, p);
+    an.iter = first;
+    an.a = CWM_ANN_VECTORIZE;
+    if (cwm_state_apply(s, &an, err)) return err ? err->code : CWM_ESTEP;
+  }
+  return 0;
+}
+
+int cwm_annotate(const cwm_state *sketch, const cwm_space_opts *o, cwm_rng *r, cwm_state **out,
+                 cwm_err *err) {
+  cwm_space_opts def;
+  if (!o) cwm_space_opts_default(&def), o = &def;
+  *out = NULL;
+  cwm_state *s = NULL;
+  int rc = fill_tile_sizes(sketch, o, r, &s, err);
+  if (rc) return rc;
+  if ((rc = change_compute_location(s, r, err)) || (rc = init_parallel(s, o, err)) ||
+      (rc = init_unroll(s, r, err)) || (rc = init_vectorize(s, o, r, err))) {
+    cwm_state_free(s);
+    return rc;
+  }
+  if (cwm_has_nested_parallel(s)) {
+    cwm_state_free(s);
+    return cwm_fail(err, CWM_ESTEP, "annotation made nested parallel loops");
+  }
+  if (!cwm_state_is_complete(s)) {
+    cwm_state_free(s);
+    return cwm_fail(err, CWM_EINTERNAL, "annotation left unknown split lengths");
+  }
+  *out = s;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ initial population */
+
+int cwm_sample_initial(const cwm_dag *d, const cwm_space_opts *o, cwm_rng *r, int n,
+                       cwm_state ***out, int *nout, cwm_err *err) {
+  *out = NULL;
+  *nout = 0;
+  cwm_state **sk = NULL;
+  int nsk = 0;
+  int rc = cwm_sketches(d, &sk, &nsk, err);
+  if (rc) return rc;
+  if (nsk == 0) {
+    cwm_states_free(sk, nsk);
+    return cwm_fail(err, CWM_ENOSCHED, "the workload has no sketch");
+  }
+  cwm_state **v = cwm_xcalloc((size_t)(n > 0 ? n : 1), sizeof *v);
+  char **text = cwm_xcalloc((size_t)(n > 0 ? n : 1), sizeof *text);
+  uint64_t *hash = cwm_xcalloc((size_t)(n > 0 ? n : 1), sizeof *hash);
+  int kept = 0, misses = 0;
+  cwm_err last = {0};
+  /* Ansor gives up after rounds that find nothing new; here a run of fruitless draws ends it,
+   * long enough that a space with fewer than n programs is exhausted in practice */
+  int max_misses = 50 + 20 * n;
+  while (kept < n && misses < max_misses) {
+    cwm_state *s = NULL;
+    if (cwm_annotate(sk[cwm_rng_int(r, nsk)], o, r, &s, &last)) {
+      misses++;
+      continue;
+    }
+    char *t = cwm_state_print(s);
+    uint64_t h = cwm_hash64(t, strlen(t));
+    int dup = 0;
+    for (int i = 0; i < kept && !dup; i++) dup = hash[i] == h && !strcmp(text[i], t);
+    if (dup) {
+      misses++;
+      free(t);
+      cwm_state_free(s);
+      continue;
+    }
+    misses = 0;
+    v[kept] = s;
+    text[kept] = t;
+    hash[kept] = h;
+    kept++;
+  }
+  for (int i = 0; i < kept; i++) free(text[i]);
+  free(text);
+  free(hash);
+  cwm_states_free(sk, nsk);
+  if (kept == 0 && n > 0) {
+    free(v);
+    return cwm_fail(err, CWM_ENOSCHED, "no valid candidate in %d draws (last: %s)", max_misses,
+                    last.msg);
+  }
+  *out = v;
+  *nout = kept;
+  return 0;
+}
