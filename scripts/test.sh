@@ -11,4 +11,6 @@ cmake --build build -j"$JOBS"
 cmake -S . -B build-asan -DCWM_SANITIZE=ON -DCWM_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
 cmake --build build-asan -j"$JOBS"
 (cd build-asan && CWM_PROPERTY_COUNT=8 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -LE long)
+# the parsers under libFuzzer, a short fixed time each (scripts/fuzz.sh 600 for a real run)
+./scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
 echo "cwm: all tests passed"

@@ -541,5 +541,12 @@ int main(void) {
   test_oplib();
   test_suite();
   test_fuzz();
+  {
+    /* regression (found by fuzz_opspec): each value in range, but the tensor too large */
+    cwm_err e2 = {0};
+    char *t = cwm_op_to_text("dense M=1255558 N=768 K=12555768 bias=1 act=none", &e2);
+    CHECKF(t == NULL && e2.code == CWM_EPARSE && strstr(e2.msg, "out of range"), "%s", e2.msg);
+    free(t);
+  }
   return test_done();
 }

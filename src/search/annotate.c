@@ -258,7 +258,10 @@ static int init_vectorize(cwm_state *s, const cwm_space_opts *o, cwm_rng *r, cwm
 int cwm_annotate(const cwm_state *sketch, const cwm_space_opts *o, cwm_rng *r, cwm_state **out,
                  cwm_err *err) {
   cwm_space_opts def;
-  if (!o) cwm_space_opts_default(&def), o = &def;
+  if (!o) {
+    cwm_space_opts_default(&def);
+    o = &def;
+  }
   *out = NULL;
   cwm_state *s = NULL;
   int rc = fill_tile_sizes(sketch, o, r, &s, err);

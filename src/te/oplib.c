@@ -275,6 +275,16 @@ char *cwm_op_to_text(const char *spec, cwm_err *err) {
   else if (!strcmp(name, "softmax")) gen_softmax(&b, &sv);
   else gen_layernorm(&b, &sv);
   cwm_buf_puts(&b, "output out\n");
+  /* Values each in range can still make a tensor the language refuses (too many elements):
+   * the text must parse, and if it does not, the spec is what is wrong. */
+  cwm_err perr;
+  cwm_workload *w = cwm_workload_parse(b.s, &perr);
+  if (!w) {
+    cwm_buf_free(&b);
+    cwm_fail(err, CWM_EPARSE, "%s: the shapes are out of range: %s", name, perr.msg);
+    return NULL;
+  }
+  cwm_workload_free(w);
   return cwm_buf_take(&b);
 }
 
