@@ -540,6 +540,12 @@ static double anchor_time_ctx_(anchor_ctx_ *c) {
     per[r] = el / (double)n;
   }
   qsort(per, ANCHOR_REPEATS, sizeof per[0], anchor_cmp_double_);
+  const char *vb = getenv("CWM_ANCHOR_VERBOSE");
+  if (vb && atoi(vb) >= 2) { /* the spread of the windows shows machine noise */
+    fprintf(stderr, "anchors:     windows (us/call, sorted):");
+    for (int r = 0; r < ANCHOR_REPEATS; r++) fprintf(stderr, " %.1f", per[r] * 1e6);
+    fprintf(stderr, "\n");
+  }
   return per[ANCHOR_REPEATS / 2];
 }
 
@@ -588,7 +594,7 @@ static double anchor_dnnl_variant_(const anchor_op *op, const anchor_variant_ *v
  *  - dense with relu/gelu: eltwise post-op vs a separate in-place eltwise primitive;
  *  - conv: src/dst format any with timed NCHW reorders vs src/dst fixed to NCHW (both
  *    map NCHW input to NCHW output).
- * CWM_ANCHOR_VERBOSE=1 prints every variant's time to stderr. */
+ * CWM_ANCHOR_VERBOSE=1 prints every variant's time to stderr, =2 also the 7 windows. */
 static double anchor_dnnl_seconds(const anchor_op *op, int threads, char *err, size_t errn) {
   static const char *wnames[3] = {"any", "ab", "ba"};
   if (err && errn) err[0] = '\0';

@@ -179,7 +179,27 @@ static void test_ansor_example(void) {
   cwm_dag_free(d);
 }
 
+/* Regression: an attached stage with a heap buffer (> 256 KB) was freed before its consumer read it. */
+static void test_heap_local(void) {
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec("matmul M=512 N=512 K=1", NULL, &e);
+  cwm_measure_opts mo;
+  cwm_measure_opts_default(&mo);
+  mo.repeats = 1;
+  cwm_task *task = cwm_task_new(w, &mo, &e);
+  cwm_state *sd = replay((cwm_dag *)cwm_task_dag(task), "[[\"CHW\",2,\"local\"],[\"SP\",3,0,512,[512],1],[\"CA\",2,3,0]]");
+  CHECK(sd != NULL);
+  cwm_record rec;
+  int rc = cwm_task_measure(task, &sd, 1, &rec, &e);
+  CHECKF(rc == 0 && rec.error == 0, "heap local: %s %s", e.msg, rec.msg);
+  cwm_record_free(&rec);
+  cwm_state_free(sd);
+  cwm_task_free(task);
+  cwm_workload_free(w);
+}
+
 int main(void) {
+  test_heap_local();
   test_misfits();
   test_replay_trace();
   test_print_shape();

@@ -1073,7 +1073,25 @@ static void emit_alloc_and_stage(ctx_t *c, int q, int depth) {
     line(c, depth, "float %s[%ld] __attribute__((aligned(64)));", nm, size);
   }
   emit_stage(c, q, depth);
-  if (!c->text && heap) line(c, depth, "free(%s);", nm);
+  /* a heap buffer of an attached stage is freed where its scope ends (emit_attached_frees),
+   * after the consumer's statements that read it */
+  if (!c->text && heap && c->s->stages[q].loc != CWM_LOC_ITER) line(c, depth, "free(%s);", nm);
+}
+
+static void emit_attached_frees(ctx_t *c, int p, int node, int depth) {
+  if (c->text) return;
+  for (int q = 0; q < c->s->nstages; q++) {
+    const cwm_stage *sq = &c->s->stages[q];
+    if (sq->loc != CWM_LOC_ITER || sq->attach_stage != p || sq->attach_node != node) continue;
+    const cwm_op *op = tensor_op(c, sq->tid);
+    long size = 1;
+    for (int d = 0; d < op->ndim; d++) size *= c->L[q].dims[d];
+    if (size * 4 > 256 * 1024) {
+      char nm[128];
+      buf_name(c, sq->tid, nm, sizeof nm);
+      line(c, depth, "free(%s);", nm);
+    }
+  }
 }
 
 static void emit_attached(ctx_t *c, int p, int node, int depth) {
@@ -1110,7 +1128,10 @@ static void emit_stage(ctx_t *c, int p, int depth) {
       }
     }
     if (try_register_tile(c, p, pos, d)) {
-      for (int j = pos - 1; j >= 0; j--) close_loop(c, --d, par[j]);
+      for (int j = pos - 1; j >= 0; j--) {
+        emit_attached_frees(c, p, st->iters[j], d);
+        close_loop(c, --d, par[j]);
+      }
       return;
     }
     par[pos] = open_loop(c, p, pos, d++, 0);
@@ -1118,7 +1139,10 @@ static void emit_stage(ctx_t *c, int p, int depth) {
   }
   if (b->reduce != CWM_RED_NONE && first_red < 0) emit_init_stmt(c, p, d);
   emit_update_stmt(c, p, d);
-  for (int pos = st->niters - 1; pos >= 0; pos--) close_loop(c, --d, par[pos]);
+  for (int pos = st->niters - 1; pos >= 0; pos--) {
+    emit_attached_frees(c, p, st->iters[pos], d);
+    close_loop(c, --d, par[pos]);
+  }
 }
 
 /* Reference kernel: initial state, double accumulator per output element. */
