@@ -1,0 +1,188 @@
+/* tune_suite.c: tunes every suite workload (or --ids) with one or more cost models and a trial
+ * budget, and in the same run measures oneDNN and PyTorch on the same shapes; prints a table of
+ * best latency, GFLOP/s, the ratio to oneDNN and to PyTorch (anchor latency / ours, >1 = we are
+ * faster), tuning time, and the geometric means over the compute-bound and memory-bound rows.
+ * usage: tune_suite [--model ansor[,random]] [--trials N] [--threads T] [--ids a,b] [--seed S]
+ *                   [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]
+ * Logs go to DIR/<model>_<id>.jsonl, so an interrupted run resumes where it stopped. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cwm/costmodel.h"
+#include "cwm/search.h"
+#ifdef CWM_HAVE_DNNL
+#include "anchors.h"
+#endif
+
+typedef enum { A_DNNL, A_TORCH } anchor_kind_t;
+
+/* Anchors run in a child: neither libgomp (oneDNN) nor python may live in the process that forks
+ * the runner. */
+static double anchor_seconds(anchor_kind_t k, const char *suite, const char *id, const char *spec, int threads) {
+#ifdef CWM_HAVE_DNNL
+  int fd[2];
+  if (pipe(fd)) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    char err[256] = "";
+    double s = -1;
+    anchor_op op;
+    if (k == A_DNNL) {
+      if (anchor_parse_spec(spec, &op) == 0) s = anchor_dnnl_seconds(&op, threads, err, sizeof err);
+    } else {
+      s = anchor_torch_seconds(suite, id, threads, err, sizeof err);
+    }
+    if (s < 0) fprintf(stderr, "%s %s: %s\n", k == A_DNNL ? "oneDNN" : "PyTorch", id, err);
+    if (write(fd[1], &s, sizeof s) != sizeof s) _exit(1);
+    _exit(0);
+  }
+  close(fd[1]);
+  double s = -1;
+  if (read(fd[0], &s, sizeof s) != sizeof s) s = -1;
+  close(fd[0]);
+  waitpid(pid, NULL, 0);
+  return s;
+#else
+  (void)k, (void)suite, (void)id, (void)spec, (void)threads;
+  return -1;
+#endif
+}
+
+static void progress(void *ud, const char *line) { fprintf(stderr, "  [%s] %s\n", (const char *)ud, line); }
+
+static int memory_bound(const char *op) {
+  return !strcmp(op, "softmax") || !strcmp(op, "layernorm") || !strcmp(op, "dwconv2d");
+}
+
+int main(int argc, char **argv) {
+  const char *models = "ansor", *ids = NULL, *logdir = "bench-logs", *pretrained = NULL, *suite = NULL;
+  int trials = 64, threads = 1, torch = 1;
+  long seed = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--model") && i + 1 < argc) models = argv[++i];
+    else if (!strcmp(argv[i], "--trials") && i + 1 < argc) trials = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ids") && i + 1 < argc) ids = argv[++i];
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--log-dir") && i + 1 < argc) logdir = argv[++i];
+    else if (!strcmp(argv[i], "--pretrained") && i + 1 < argc) pretrained = argv[++i];
+    else if (!strcmp(argv[i], "--suite") && i + 1 < argc) suite = argv[++i];
+    else if (!strcmp(argv[i], "--no-torch")) torch = 0;
+    else {
+      fprintf(stderr, "usage: tune_suite [--model ansor[,random]] [--trials N] [--threads T] [--ids a,b]\n"
+                      "                  [--seed S] [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]\n");
+      return 2;
+    }
+  }
+  if (!suite) suite = cwm_suite_default_path();
+  cwm_err e = {0};
+  if (cwm_mkdir_p(logdir, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 5;
+  }
+  char *text = cwm_read_file(suite, NULL, &e);
+  if (!text) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 5;
+  }
+  char *mlist[8];
+  int nm = 0;
+  char mbuf[256];
+  snprintf(mbuf, sizeof mbuf, "%s", models);
+  for (char *t = strtok(mbuf, ","); t && nm < 8; t = strtok(NULL, ",")) mlist[nm++] = t;
+  printf("tune_suite: models %s, %d trials, %d thread(s), seed %ld; ratio = anchor latency / our latency\n", models,
+         trials, threads, seed);
+  printf("%-13s %-9s %10s %9s %9s", "id", "op", "oneDNN_us", "torch_us", "GFLOP");
+  printf("\n");
+  double lg_c[8] = {0}, lg_m[8] = {0}, lt_c[8] = {0}, lt_m[8] = {0};
+  int n_c = 0, n_m = 0, nt_c = 0, nt_m = 0;
+  double worst_c[8], worst_m[8];
+  for (int k = 0; k < 8; k++) worst_c[k] = worst_m[k] = 1e30;
+  char *save = NULL;
+  for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+    if (ln[0] == '#' || !ln[0]) continue;
+    char id[64], op[32], params[256];
+    if (sscanf(ln, "%63[^\t]\t%31[^\t]\t%255[^\t]", id, op, params) != 3) continue;
+    if (ids) {
+      char want[512];
+      snprintf(want, sizeof want, ",%s,", ids);
+      char me[70];
+      snprintf(me, sizeof me, ",%s,", id);
+      if (!strstr(want, me)) continue;
+    }
+    char spec[300];
+    snprintf(spec, sizeof spec, "%s %s", op, params);
+    cwm_workload *w = cwm_workload_from_spec(id, suite, &e);
+    if (!w) {
+      fprintf(stderr, "%s: %s\n", id, e.msg);
+      continue;
+    }
+    double flops = cwm_workload_flops(w);
+    double best[8], tsec[8];
+    for (int k = 0; k < nm; k++) {
+      cwm_measure_opts mo;
+      cwm_measure_opts_default(&mo);
+      mo.threads = threads;
+      cwm_task *t = cwm_task_new(w, &mo, &e);
+      cwm_tune_opts to;
+      cwm_tune_opts_default(&to);
+      to.trials = trials;
+      to.seed = (uint64_t)seed;
+      to.space.cores = threads;
+      char logp[512];
+      snprintf(logp, sizeof logp, "%s/%s_%s_t%d_s%ld.jsonl", logdir, mlist[k], id, threads, seed);
+      to.log_path = logp;
+      to.progress = progress;
+      to.progress_ud = id;
+      cwm_costmodel *m = !strcmp(mlist[k], "random") ? cwm_costmodel_random((uint64_t)seed)
+                                                      : cwm_costmodel_ansor((uint64_t)seed, pretrained, &e);
+      cwm_tune_result res = {0};
+      best[k] = -1;
+      tsec[k] = 0;
+      if (!m || !t) fprintf(stderr, "%s: %s\n", id, e.msg);
+      else if (cwm_tune(t, m, &to, &res, &e)) fprintf(stderr, "%s %s: %s\n", id, mlist[k], e.msg);
+      else {
+        best[k] = res.best_cost;
+        tsec[k] = res.seconds;
+      }
+      cwm_tune_result_free(&res);
+      cwm_costmodel_free(m);
+      cwm_task_free(t);
+    }
+    double dn = anchor_seconds(A_DNNL, suite, id, spec, threads);
+    double th = torch ? anchor_seconds(A_TORCH, suite, id, spec, threads) : -1;
+    printf("%-13s %-9s %10.1f %9.1f %9.3f\n", id, op, dn * 1e6, th * 1e6, flops * 1e-9);
+    for (int k = 0; k < nm; k++) {
+      double rd = best[k] > 0 && dn > 0 ? dn / best[k] : 0, rt = best[k] > 0 && th > 0 ? th / best[k] : 0;
+      printf("    %-8s best %10.1f us %8.2f GFLOP/s  vs oneDNN %5.2f  vs torch %5.2f  tuning %6.0f s\n", mlist[k],
+             best[k] * 1e6, best[k] > 0 ? flops / best[k] * 1e-9 : 0, rd, rt, tsec[k]);
+      int mb = memory_bound(op);
+      if (rd > 0) {
+        if (mb) lg_m[k] += log(rd), worst_m[k] = rd < worst_m[k] ? rd : worst_m[k];
+        else lg_c[k] += log(rd), worst_c[k] = rd < worst_c[k] ? rd : worst_c[k];
+      }
+      if (rt > 0) {
+        if (mb) lt_m[k] += log(rt);
+        else lt_c[k] += log(rt);
+      }
+    }
+    if (dn > 0) memory_bound(op) ? n_m++ : n_c++;
+    if (th > 0) memory_bound(op) ? nt_m++ : nt_c++;
+    fflush(stdout);
+    cwm_workload_free(w);
+  }
+  printf("\ngeometric means of (anchor latency / our latency):\n");
+  for (int k = 0; k < nm; k++)
+    printf("  %-8s compute-bound: vs oneDNN %.3f (worst %.3f), vs torch %.3f | memory-bound: vs oneDNN %.3f (worst "
+           "%.3f), vs torch %.3f\n",
+           mlist[k], n_c ? exp(lg_c[k] / n_c) : 0, worst_c[k] < 1e29 ? worst_c[k] : 0, nt_c ? exp(lt_c[k] / nt_c) : 0,
+           n_m ? exp(lg_m[k] / n_m) : 0, worst_m[k] < 1e29 ? worst_m[k] : 0, nt_m ? exp(lt_m[k] / nt_m) : 0);
+  free(text);
+  return 0;
+}
