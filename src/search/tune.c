@@ -233,7 +233,7 @@ static int search_round(struct tuner *t, int want, cwm_state ***picks, int *npic
   if (rc) return rc;
   /* population: the random samples plus the best measured programs */
   int nbest = t->nmeas < (int)(0.2 * o->population) ? t->nmeas : (int)(0.2 * o->population);
-  qsort(t->meas, (size_t)t->nmeas, sizeof *t->meas, cmp_meas);
+  if (t->nmeas) qsort(t->meas, (size_t)t->nmeas, sizeof *t->meas, cmp_meas);
   int cap = o->population > ninit + nbest ? o->population : ninit + nbest;
   cand_t *pop = cwm_xcalloc((size_t)cap, sizeof *pop);
   int npop = 0;
