@@ -31,5 +31,6 @@ int cmd_codegen(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_dataset(int, char **);
 
 #endif

@@ -1,0 +1,185 @@
+/* dataset.h: the data the world model learns from. Training workloads (a seeded generator of op
+ * specs that never repeats a suite shape), trajectories (a workload and the schedule steps that
+ * build a program from its initial state; states are replayed on demand, never stored) written
+ * as JSON lines, a streaming reader for trajectory files and tuning logs, the split by workload,
+ * statistics, the measured collection, and noise pairs for the encoder's contrastive training.
+ * The generator, the trajectory format and the reader know nothing of models or measuring. */
+#ifndef CWM_DATASET_H
+#define CWM_DATASET_H
+
+#include "cwm/measure.h"
+#include "cwm/record.h"
+#include "cwm/sketch.h"
+#include "cwm/state.h"
+#include "cwm/te.h"
+
+/* ------------------------------------------------------------ workload lists (workgen.c) */
+
+/* One row of a workload list in the suite's TSV layout: id <TAB> op <TAB> params <TAB> note.
+ * spec is "op params" (what cwm_workload_from_spec reads). */
+typedef struct {
+  char id[64];
+  char spec[512];
+  char note[256];
+} cwm_wl_entry;
+
+/* Reads a TSV list (lines starting with '#' and blank lines are skipped). Every row needs an id,
+ * an op and params; a malformed row is CWM_EPARSE naming the file and line. *out is malloc'ed. */
+int cwm_wlist_read(const char *path, cwm_wl_entry **out, int *n, cwm_err *err);
+/* Writes the list atomically; header lines (may be NULL) are written first, each prefixed "# ". */
+int cwm_wlist_write(const char *path, const cwm_wl_entry *e, int n, const char *header, cwm_err *err);
+/* The entry's workload, named by its id. */
+cwm_workload *cwm_wl_entry_workload(const cwm_wl_entry *e, cwm_err *err);
+
+/* Compares two op specs by their parsed values (keys in any order, defaults filled in: a missing
+ * bias is bias=0). *same = 1 when the ops are equal and every key has the same value; with
+ * shape_only the epilogue keys (bias, act) are left out of the comparison, so a dense layer with
+ * a suite row's M, N, K but another activation counts as the same shape. CWM_EPARSE on a
+ * malformed spec. */
+int cwm_spec_compare(const char *a, const char *b, int shape_only, int *same, cwm_err *err);
+
+/* The op spec whose workload text is w's (the op library's inverse), e.g. "matmul M=24 N=24
+ * K=24"; CWM_EPARSE when w is not the text of any op spec (hand-written workloads). */
+int cwm_workload_spec(const cwm_workload *w, char *spec, size_t n, cwm_err *err);
+/* The op name of cwm_workload_spec ("dense", "conv2d" ...) or "custom". */
+const char *cwm_workload_kind(const cwm_workload *w);
+
+typedef struct {
+  int count;           /* workloads to generate */
+  uint64_t seed;
+  const char *suite;   /* suite TSV whose shapes are never emitted; NULL = cwm_suite_default_path() */
+  double max_flops;    /* per workload; default 2e9 */
+} cwm_workgen_opts;
+void cwm_workgen_opts_default(cwm_workgen_opts *o);
+
+/* One random op spec of a suite op kind with shapes from the ranges real networks use, within
+ * the FLOP and tensor-size caps. No suite check here. Deterministic for the rng state. */
+void cwm_workgen_draw(cwm_rng *r, double max_flops, char *spec, size_t n);
+/* count distinct specs, none of the same shape as a suite row (cwm_spec_compare with
+ * shape_only), ids "t<NNN>_<op>". *out is malloc'ed; *rejected (may be NULL) counts suite hits. */
+int cwm_workgen(const cwm_workgen_opts *o, cwm_wl_entry **out, int *n, int *rejected, cwm_err *err);
+
+/* ------------------------------------------------------------ trajectories (dataset.c) */
+
+/* One trajectory: the workload (key, name, canonical text) and the steps from the initial state
+ * to the final program. From a tuning log it also carries the measurement. */
+typedef struct {
+  char key[17];
+  char name[64];
+  char *workload;       /* owned canonical text, may be NULL (a log record without it) */
+  cwm_step *steps;      /* owned */
+  int nsteps;
+  char final[17];       /* hash (hex) of the final state's print, "" if not stored */
+  int measured;         /* 1: from a log record */
+  int error;            /* cwm_merr of the record */
+  double cost;          /* median seconds, CWM_FAILED_COST on error */
+} cwm_traj;
+
+void cwm_traj_free(cwm_traj *t); /* frees the owned members and zeroes t */
+/* Appends one JSON line (no newline): {"key","name","final","workload","steps"}. */
+void cwm_traj_to_json(const cwm_traj *t, cwm_buf *out);
+/* Parses a trajectory line or a tuning-log record line into t (overwritten, not freed). */
+int cwm_traj_parse(const char *line, cwm_traj *t, cwm_err *err);
+/* Replays t on d; checks the final print against t->final when stored (CWM_ESTEP naming the
+ * key on a mismatch). trace as in cwm_state_replay (may be NULL). */
+int cwm_traj_replay(const cwm_dag *d, const cwm_traj *t, cwm_state **out, cwm_state ***trace, cwm_err *err);
+
+/* The split by workload: a deterministic hash of the key puts every trajectory of a workload
+ * in the same part. Returns CWM_SPLIT_VALID for about valid_fraction of the keys. */
+enum { CWM_SPLIT_ALL = -1, CWM_SPLIT_TRAIN = 0, CWM_SPLIT_VALID = 1 };
+int cwm_split_part(const char *key, double valid_fraction);
+
+/* Streaming reader for trajectory files and tuning logs (mixed lines are fine): one line in
+ * memory at a time; lines that are not a trajectory or a record are skipped and counted. */
+typedef struct cwm_traj_iter cwm_traj_iter;
+cwm_traj_iter *cwm_traj_iter_open(const char *path, cwm_err *err); /* NULL + CWM_EIO */
+/* Only trajectories of one part of the split (part CWM_SPLIT_TRAIN or CWM_SPLIT_VALID). */
+void cwm_traj_iter_set_split(cwm_traj_iter *it, double valid_fraction, int part);
+/* 1: *t holds the next trajectory (owned; cwm_traj_free); 0: end; negative: read error. */
+int cwm_traj_iter_next(cwm_traj_iter *it, cwm_traj *t, cwm_err *err);
+/* Up to max trajectories into batch[]; returns how many (0 at the end), negative on error. */
+int cwm_traj_iter_batch(cwm_traj_iter *it, cwm_traj *batch, int max, cwm_err *err);
+long cwm_traj_iter_nbad(const cwm_traj_iter *it);
+long cwm_traj_iter_line(const cwm_traj_iter *it);
+const char *cwm_traj_iter_last_bad(const cwm_traj_iter *it); /* "line L: why" or "" */
+size_t cwm_traj_iter_bufsize(const cwm_traj_iter *it);       /* bytes of its line buffer */
+void cwm_traj_iter_close(cwm_traj_iter *it);
+
+/* DAGs by workload key, for replaying many trajectories of few workloads. */
+typedef struct cwm_dag_cache cwm_dag_cache;
+cwm_dag_cache *cwm_dag_cache_new(void);
+/* The DAG of t's workload (owned by the cache); CWM_EPARSE when t carries no workload text. */
+const cwm_dag *cwm_dag_cache_get(cwm_dag_cache *c, const cwm_traj *t, cwm_err *err);
+void cwm_dag_cache_free(cwm_dag_cache *c);
+
+/* Statistics of a trajectory file or a log as text: counts per op kind, trajectory length
+ * min/median/max, error rate per kind, latency min/median/max of the good records. */
+int cwm_dataset_stats(const char *path, cwm_buf *report, cwm_err *err);
+
+/* ------------------------------------------------------------ sampling (search/dataset_sample.c) */
+
+/* Up to n distinct trajectories of d from the real search sampler: about half random
+ * annotations of Ansor's sketches (cwm_sample_initial), the rest chains of 1-3 mutations of
+ * those. Deterministic for the seed. *out is malloc'ed (cwm_trajs_free). */
+int cwm_traj_sample(const cwm_dag *d, const cwm_space_opts *o, uint64_t seed, int n, cwm_traj **out,
+                    int *nout, cwm_err *err);
+void cwm_trajs_free(cwm_traj *t, int n);
+
+/* ------------------------------------------------------------ measured collection (search/collect.c) */
+
+typedef struct {
+  int per_workload;            /* records per workload in the log when done */
+  uint64_t seed;
+  const char *log_path;
+  int population, generations; /* the short evolution; default 512, 2 */
+  cwm_measure_opts measure;    /* the runner's protocol; threads 1 */
+  volatile int *stop;
+  void (*progress)(void *ud, const char *line);
+  void *progress_ud;
+} cwm_collect_opts;
+
+typedef struct {
+  int done, skipped, failed;   /* workloads finished now, already complete, failed */
+  int measured, errors, resumed;
+  double seconds;
+  char first_failure[256];
+} cwm_collect_result;
+
+void cwm_collect_opts_default(cwm_collect_opts *o);
+/* For each workload: skip it when the log holds per_workload records of its key, else tune it
+ * with the random model (random sketch samples plus a short evolution, per_round =
+ * per_workload, deduplicated against the log) until it does. A workload whose every candidate
+ * fails is counted and skipped; infrastructure failures end the run with their error. */
+int cwm_dataset_measure(const cwm_wl_entry *wl, int n, const cwm_collect_opts *o, cwm_collect_result *res,
+                        cwm_err *err);
+
+/* ------------------------------------------------------------ noise pairs (search/noise.c) */
+
+enum { CWM_NOISE_SHAPE = 0, CWM_NOISE_RENAME = 1, CWM_NOISE_REORDER = 2 };
+
+/* A pair of printed states that mean the same computation written differently: the final
+ * state of steps on d, and
+ *   kind 0: the same schedule on the workload with one dimension changed by one (rebuilt with
+ *           the op library; SP extents follow the new shape, lengths shrink where they no
+ *           longer fit);
+ *   kind 1: the same schedule on the workload with its axes renamed consistently;
+ *   kind 2: the same schedule with two independent statements swapped (falls back to kind 1
+ *           when the workload has none, or when the schedule hides the swap: one of the two
+ *           attached inside a third stage prints at the same place either way).
+ * text_a and text_b are owned. */
+int cwm_noise_pair(const cwm_dag *d, const cwm_step *steps, int n, int kind, cwm_rng *r, char **text_a,
+                   char **text_b, cwm_err *err);
+
+/* The same, also handing back the second program (owned workload and steps) and what changed. */
+typedef struct {
+  int kind;            /* the kind made (2 may become 1) */
+  cwm_workload *wb;    /* the second workload */
+  cwm_step *steps_b;   /* its steps */
+  int nsteps_b;
+  char what[160];      /* "M 24 -> 23", "axes renamed: i->q ...", "swapped mu and var" */
+} cwm_noise_info;
+int cwm_noise_pair_ex(const cwm_dag *d, const cwm_step *steps, int n, int kind, cwm_rng *r, char **text_a,
+                      char **text_b, cwm_noise_info *info, cwm_err *err);
+void cwm_noise_info_free(cwm_noise_info *info);
+
+#endif

@@ -1,0 +1,491 @@
+/* dataset.c: trajectories as JSON lines, the streaming reader for trajectory files and tuning logs
+ * (one bounded line buffer; bad lines skipped and counted), the split by workload key, a DAG
+ * cache for replaying, and `cwm dataset stats`. It knows nothing of models or measuring. */
+#define _GNU_SOURCE
+#include "cwm/dataset.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_LINE (4 << 20) /* longer lines are corrupt: a trajectory is a few KB */
+
+/* ------------------------------------------------------------------ format */
+
+void cwm_traj_free(cwm_traj *t) {
+  if (!t) return;
+  free(t->workload);
+  free(t->steps);
+  memset(t, 0, sizeof *t);
+}
+
+static void put_str(cwm_buf *b, const char *s) {
+  cwm_buf_putc(b, '"');
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    unsigned c = *p;
+    if (c == '"' || c == '\\') cwm_buf_putc(b, '\\'), cwm_buf_putc(b, (char)c);
+    else if (c == '\n') cwm_buf_puts(b, "\\n");
+    else if (c == '\t') cwm_buf_puts(b, "\\t");
+    else if (c == '\r') cwm_buf_puts(b, "\\r");
+    else if (c < 0x20 || c == 0x7f) cwm_buf_printf(b, "\\u%04x", c);
+    else cwm_buf_putc(b, (char)c);
+  }
+  cwm_buf_putc(b, '"');
+}
+
+void cwm_traj_to_json(const cwm_traj *t, cwm_buf *out) {
+  cwm_buf_puts(out, "{\"key\":");
+  put_str(out, t->key);
+  cwm_buf_puts(out, ",\"name\":");
+  put_str(out, t->name);
+  if (t->final[0]) {
+    cwm_buf_puts(out, ",\"final\":");
+    put_str(out, t->final);
+  }
+  cwm_buf_puts(out, ",\"workload\":");
+  put_str(out, t->workload);
+  cwm_buf_puts(out, ",\"steps\":");
+  cwm_steps_print(t->steps, t->nsteps, out);
+  cwm_buf_putc(out, '}');
+}
+
+static int is_hex16(const char *s) {
+  if (strlen(s) != 16) return 0;
+  for (int i = 0; i < 16; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return 1;
+}
+
+static int parse_traj_json(const char *line, cwm_traj *t, cwm_err *err) {
+  cJSON *j = cJSON_Parse(line);
+  if (!j) return cwm_fail(err, CWM_EPARSE, "trajectory: not JSON");
+  int rc = 0;
+  const cJSON *key = cJSON_GetObjectItemCaseSensitive(j, "key");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+  const cJSON *fin = cJSON_GetObjectItemCaseSensitive(j, "final");
+  const cJSON *wl = cJSON_GetObjectItemCaseSensitive(j, "workload");
+  const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
+  if (!cJSON_IsObject(j) || !cJSON_IsString(key) || !is_hex16(key->valuestring))
+    rc = cwm_fail(err, CWM_EPARSE, "trajectory: \"key\" must be 16 hex digits");
+  else if (!cJSON_IsArray(steps))
+    rc = cwm_fail(err, CWM_EPARSE, "trajectory: \"steps\" must be a list");
+  else if (wl && !cJSON_IsString(wl))
+    rc = cwm_fail(err, CWM_EPARSE, "trajectory: \"workload\" must be a string");
+  else if (fin && (!cJSON_IsString(fin) || (fin->valuestring[0] && !is_hex16(fin->valuestring))))
+    rc = cwm_fail(err, CWM_EPARSE, "trajectory: \"final\" must be 16 hex digits");
+  else if (name && !cJSON_IsString(name))
+    rc = cwm_fail(err, CWM_EPARSE, "trajectory: \"name\" must be a string");
+  if (!rc) {
+    memcpy(t->key, key->valuestring, 17);
+    if (name) snprintf(t->name, sizeof t->name, "%s", name->valuestring);
+    if (fin) snprintf(t->final, sizeof t->final, "%s", fin->valuestring);
+    if (wl && wl->valuestring[0]) t->workload = cwm_xstrdup(wl->valuestring);
+    char *st = cJSON_PrintUnformatted(steps);
+    cwm_err e = {0};
+    if (!st || cwm_steps_parse(st, &t->steps, &t->nsteps, &e))
+      rc = cwm_fail(err, CWM_EPARSE, "trajectory: steps: %s", st ? e.msg : "out of memory");
+    else if (t->nsteps > CWM_MAX_STEPS)
+      rc = cwm_fail(err, CWM_EPARSE, "trajectory: %d steps (max %d)", t->nsteps, CWM_MAX_STEPS);
+    free(st);
+  }
+  cJSON_Delete(j);
+  if (rc) cwm_traj_free(t);
+  return rc;
+}
+
+int cwm_traj_parse(const char *line, cwm_traj *t, cwm_err *err) {
+  memset(t, 0, sizeof *t);
+  const char *p = line;
+  while (*p == ' ' || *p == '\t') p++;
+  if (!strncmp(p, "{\"i\"", 4)) { /* a tuning-log record */
+    cwm_record r;
+    if (cwm_record_parse(p, &r, err)) return err ? err->code : CWM_EPARSE;
+    memcpy(t->key, r.key, sizeof t->key);
+    memcpy(t->name, r.name, sizeof t->name);
+    t->workload = r.workload && r.workload[0] ? r.workload : NULL;
+    if (t->workload != r.workload) free(r.workload);
+    r.workload = NULL;
+    t->steps = r.steps;
+    t->nsteps = r.nsteps;
+    r.steps = NULL;
+    t->measured = 1;
+    t->error = r.error;
+    t->cost = cwm_record_cost(&r);
+    cwm_record_free(&r);
+    return 0;
+  }
+  return parse_traj_json(p, t, err);
+}
+
+int cwm_traj_replay(const cwm_dag *d, const cwm_traj *t, cwm_state **out, cwm_state ***trace, cwm_err *err) {
+  cwm_state *s = NULL;
+  cwm_err e = {0};
+  if (cwm_state_replay(d, t->steps, t->nsteps, &s, trace, &e))
+    return cwm_fail(err, e.code, "trajectory %s (%s): %s", t->key, t->name, e.msg);
+  if (t->final[0]) {
+    char *p = cwm_state_print(s);
+    char h[17];
+    cwm_hash_hex(cwm_hash64(p, strlen(p)), h);
+    free(p);
+    if (strcmp(h, t->final)) {
+      cwm_state_free(s);
+      if (trace) {
+        for (int i = 0; i <= t->nsteps; i++) cwm_state_free((*trace)[i]);
+        free(*trace);
+        *trace = NULL;
+      }
+      return cwm_fail(err, CWM_ESTEP, "trajectory %s (%s): the replayed final state prints with hash %s, stored %s",
+                      t->key, t->name, h, t->final);
+    }
+  }
+  if (out) *out = s;
+  else cwm_state_free(s);
+  return 0;
+}
+
+int cwm_split_part(const char *key, double valid_fraction) {
+  char buf[64];
+  int n = snprintf(buf, sizeof buf, "split:%s", key ? key : "");
+  uint64_t h = cwm_hash64(buf, (size_t)n);
+  /* mix, then the top 53 bits as a unit fraction */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  double u = (double)(h >> 11) / 9007199254740992.0;
+  return u < valid_fraction ? CWM_SPLIT_VALID : CWM_SPLIT_TRAIN;
+}
+
+/* ------------------------------------------------------------------ reader */
+
+struct cwm_traj_iter {
+  FILE *f;
+  char *path;
+  char *line;
+  size_t cap;
+  long lineno, last_line, nbad;
+  double valid_fraction;
+  int part;
+  char last_bad[512];
+  char rbuf[1 << 16];
+  size_t rpos, rlen;
+};
+
+cwm_traj_iter *cwm_traj_iter_open(const char *path, cwm_err *err) {
+  if (!path || !*path) {
+    cwm_fail(err, CWM_EIO, "trajectories: empty path");
+    return NULL;
+  }
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    cwm_fail(err, CWM_EIO, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    cwm_fail(err, CWM_EIO, "%s: cannot read: is a directory", path);
+    return NULL;
+  }
+  cwm_traj_iter *it = cwm_xcalloc(1, sizeof *it);
+  it->f = f;
+  it->path = cwm_xstrdup(path);
+  it->part = CWM_SPLIT_ALL;
+  it->cap = 1 << 14;
+  it->line = cwm_xmalloc(it->cap);
+  return it;
+}
+
+void cwm_traj_iter_set_split(cwm_traj_iter *it, double valid_fraction, int part) {
+  it->valid_fraction = valid_fraction;
+  it->part = part;
+}
+
+/* Reads one line (without its '\n', NULs kept) into it->line; 1 ok, 0 end, -1 read error,
+ * 2 line longer than MAX_LINE (its text dropped as it streams by). */
+static int read_line(cwm_traj_iter *it, size_t *len) {
+  size_t n = 0;
+  int too_long = 0, any = 0;
+  for (;;) {
+    if (it->rpos == it->rlen) {
+      it->rlen = fread(it->rbuf, 1, sizeof it->rbuf, it->f);
+      it->rpos = 0;
+      if (it->rlen == 0) {
+        if (ferror(it->f)) return -1;
+        if (!any) return 0;
+        break;
+      }
+    }
+    any = 1;
+    const char *p = it->rbuf + it->rpos;
+    size_t avail = it->rlen - it->rpos;
+    const char *nl = memchr(p, '\n', avail);
+    size_t take = nl ? (size_t)(nl - p) : avail;
+    it->rpos += take + (nl ? 1 : 0);
+    if (!too_long && n + take + 1 > it->cap) {
+      size_t cap = it->cap;
+      while (cap < n + take + 1 && cap < MAX_LINE) cap *= 2;
+      if (n + take + 1 > cap) {
+        too_long = 1;
+      } else {
+        it->line = cwm_xrealloc(it->line, cap);
+        it->cap = cap;
+      }
+    }
+    if (!too_long) {
+      memcpy(it->line + n, p, take);
+      n += take;
+    }
+    if (nl) break;
+  }
+  it->line[too_long ? 0 : n] = 0;
+  *len = too_long ? 0 : n;
+  return too_long ? 2 : 1;
+}
+
+int cwm_traj_iter_next(cwm_traj_iter *it, cwm_traj *t, cwm_err *err) {
+  memset(t, 0, sizeof *t);
+  if (!it) return 0;
+  for (;;) {
+    size_t len = 0;
+    int rc = read_line(it, &len);
+    if (rc == 0) return 0;
+    if (rc < 0) {
+      cwm_fail(err, CWM_EIO, "%s: read error after line %ld: %s", it->path, it->lineno, strerror(errno ? errno : EIO));
+      return -1;
+    }
+    it->lineno++;
+    if (rc == 2) {
+      it->nbad++;
+      snprintf(it->last_bad, sizeof it->last_bad, "line %ld: longer than %d bytes", it->lineno, MAX_LINE);
+      continue;
+    }
+    while (len && it->line[len - 1] == '\r') it->line[--len] = 0;
+    const char *p = it->line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p && strlen(it->line) == len) continue; /* blank */
+    cwm_err perr = {0};
+    if (strlen(it->line) != len) {
+      cwm_fail(&perr, CWM_EPARSE, "contains a NUL byte");
+    } else if (cwm_traj_parse(p, t, &perr) == 0) {
+      if (it->part != CWM_SPLIT_ALL && cwm_split_part(t->key, it->valid_fraction) != it->part) {
+        cwm_traj_free(t);
+        continue;
+      }
+      it->last_line = it->lineno;
+      return 1;
+    }
+    it->nbad++;
+    snprintf(it->last_bad, sizeof it->last_bad, "line %ld: %.480s", it->lineno, perr.msg);
+  }
+}
+
+int cwm_traj_iter_batch(cwm_traj_iter *it, cwm_traj *batch, int max, cwm_err *err) {
+  int n = 0;
+  while (n < max) {
+    int rc = cwm_traj_iter_next(it, &batch[n], err);
+    if (rc < 0) {
+      for (int i = 0; i < n; i++) cwm_traj_free(&batch[i]);
+      return rc;
+    }
+    if (rc == 0) break;
+    n++;
+  }
+  return n;
+}
+
+long cwm_traj_iter_nbad(const cwm_traj_iter *it) { return it ? it->nbad : 0; }
+long cwm_traj_iter_line(const cwm_traj_iter *it) { return it ? it->last_line : 0; }
+const char *cwm_traj_iter_last_bad(const cwm_traj_iter *it) { return it ? it->last_bad : ""; }
+size_t cwm_traj_iter_bufsize(const cwm_traj_iter *it) { return it ? it->cap : 0; }
+
+void cwm_traj_iter_close(cwm_traj_iter *it) {
+  if (!it) return;
+  fclose(it->f);
+  free(it->line);
+  free(it->path);
+  free(it);
+}
+
+/* ------------------------------------------------------------------ DAG cache */
+
+typedef struct {
+  char key[17];
+  cwm_dag *dag;
+  cwm_workload *w;
+} dag_slot;
+
+struct cwm_dag_cache {
+  dag_slot *s;
+  int n, cap;
+};
+
+cwm_dag_cache *cwm_dag_cache_new(void) { return cwm_xcalloc(1, sizeof(cwm_dag_cache)); }
+
+const cwm_dag *cwm_dag_cache_get(cwm_dag_cache *c, const cwm_traj *t, cwm_err *err) {
+  for (int i = 0; i < c->n; i++)
+    if (!strcmp(c->s[i].key, t->key)) return c->s[i].dag;
+  if (!t->workload) {
+    cwm_fail(err, CWM_EPARSE, "trajectory %s (%s): no workload text", t->key, t->name);
+    return NULL;
+  }
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_parse(t->workload, &e);
+  if (!w) {
+    cwm_fail(err, e.code, "trajectory %s (%s): workload: %s", t->key, t->name, e.msg);
+    return NULL;
+  }
+  snprintf(w->name, sizeof w->name, "%s", t->name);
+  cwm_dag *d = cwm_dag_new(w, &e);
+  if (!d) {
+    cwm_workload_free(w);
+    cwm_fail(err, e.code, "trajectory %s (%s): %s", t->key, t->name, e.msg);
+    return NULL;
+  }
+  if (c->n == c->cap) {
+    c->cap = c->cap ? c->cap * 2 : 16;
+    c->s = cwm_xrealloc(c->s, sizeof *c->s * (size_t)c->cap);
+  }
+  dag_slot *s = &c->s[c->n++];
+  memcpy(s->key, t->key, sizeof s->key);
+  s->dag = d;
+  s->w = w;
+  return d;
+}
+
+void cwm_dag_cache_free(cwm_dag_cache *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n; i++) {
+    cwm_dag_free(c->s[i].dag);
+    cwm_workload_free(c->s[i].w);
+  }
+  free(c->s);
+  free(c);
+}
+
+/* ------------------------------------------------------------------ stats */
+
+typedef struct {
+  char key[17];
+  char kind[24];
+} key_kind;
+
+typedef struct {
+  char kind[24];
+  long trajs, workloads, errors;
+} kind_count;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+int cwm_dataset_stats(const char *path, cwm_buf *report, cwm_err *err) {
+  cwm_traj_iter *it = cwm_traj_iter_open(path, err);
+  if (!it) return err ? err->code : CWM_EIO;
+  key_kind *keys = NULL;
+  int nkeys = 0, capkeys = 0;
+  kind_count kinds[16];
+  int nkinds = 0;
+  int *lens = NULL;
+  double *lat = NULL;
+  long n = 0, measured = 0, nlat = 0, caplens = 0, caplat = 0, no_text = 0;
+  long errs[16] = {0};
+  cwm_traj t;
+  int rc;
+  while ((rc = cwm_traj_iter_next(it, &t, err)) == 1) {
+    int k = -1;
+    for (int i = nkeys - 1; i >= 0 && k < 0; i--)
+      if (!strcmp(keys[i].key, t.key)) k = i;
+    if (k < 0) {
+      if (nkeys == capkeys) {
+        capkeys = capkeys ? capkeys * 2 : 64;
+        keys = cwm_xrealloc(keys, sizeof *keys * (size_t)capkeys);
+      }
+      k = nkeys++;
+      memcpy(keys[k].key, t.key, 17);
+      const char *kind = "unknown";
+      cwm_err we = {0};
+      cwm_workload *w = t.workload ? cwm_workload_parse(t.workload, &we) : NULL;
+      if (w) kind = cwm_workload_kind(w);
+      else no_text++;
+      snprintf(keys[k].kind, sizeof keys[k].kind, "%s", kind);
+      cwm_workload_free(w);
+      int ki = -1;
+      for (int i = 0; i < nkinds; i++)
+        if (!strcmp(kinds[i].kind, kind)) ki = i;
+      if (ki < 0 && nkinds < 16) {
+        ki = nkinds++;
+        memset(&kinds[ki], 0, sizeof kinds[ki]);
+        snprintf(kinds[ki].kind, sizeof kinds[ki].kind, "%s", kind);
+      }
+      if (ki >= 0) kinds[ki].workloads++;
+    }
+    for (int i = 0; i < nkinds; i++)
+      if (!strcmp(kinds[i].kind, keys[k].kind)) {
+        kinds[i].trajs++;
+        if (t.measured && t.error) kinds[i].errors++;
+      }
+    if (n == caplens) {
+      caplens = caplens ? caplens * 2 : 1024;
+      lens = cwm_xrealloc(lens, sizeof *lens * (size_t)caplens);
+    }
+    lens[n++] = t.nsteps;
+    if (t.measured) {
+      measured++;
+      errs[t.error >= 0 && t.error < 16 ? t.error : 15]++;
+      if (!t.error && t.cost < 1e9) {
+        if (nlat == caplat) {
+          caplat = caplat ? caplat * 2 : 1024;
+          lat = cwm_xrealloc(lat, sizeof *lat * (size_t)caplat);
+        }
+        lat[nlat++] = t.cost;
+      }
+    }
+    cwm_traj_free(&t);
+  }
+  if (rc == 0) {
+    cwm_buf_printf(report, "file: %s\n", path);
+    cwm_buf_printf(report, "trajectories: %ld (%ld measured), workloads: %d, corrupt lines skipped: %ld\n", n,
+                   measured, nkeys, cwm_traj_iter_nbad(it));
+    if (cwm_traj_iter_nbad(it)) cwm_buf_printf(report, "  last corrupt: %s\n", cwm_traj_iter_last_bad(it));
+    if (no_text) cwm_buf_printf(report, "workloads without text (kind unknown): %ld\n", no_text);
+    cwm_buf_printf(report, "per op kind:%s\n", measured ? "   trajectories  workloads  error rate" : "   trajectories  workloads");
+    for (int i = 0; i < nkinds; i++) {
+      cwm_buf_printf(report, "  %-14s %10ld %10ld", kinds[i].kind, kinds[i].trajs, kinds[i].workloads);
+      if (measured) cwm_buf_printf(report, "  %9.2f%%", kinds[i].trajs ? 100.0 * kinds[i].errors / kinds[i].trajs : 0.0);
+      cwm_buf_putc(report, '\n');
+    }
+    if (n) {
+      qsort(lens, (size_t)n, sizeof *lens, cmp_int);
+      double mean = 0;
+      for (long i = 0; i < n; i++) mean += lens[i];
+      cwm_buf_printf(report, "trajectory length (steps): min %d, median %d, max %d, mean %.1f\n", lens[0], lens[n / 2],
+                     lens[n - 1], mean / (double)n);
+    }
+    if (measured) {
+      cwm_buf_printf(report, "errors: %.2f%% of %ld measured\n",
+                     100.0 * (double)(measured - errs[0]) / (double)measured, measured);
+      for (int e = 1; e < 16; e++)
+        if (errs[e])
+          cwm_buf_printf(report, "  %-16s %8ld  %6.2f%%\n", cwm_merr_name(e), errs[e], 100.0 * (double)errs[e] / (double)measured);
+      if (nlat) {
+        qsort(lat, (size_t)nlat, sizeof *lat, cmp_double);
+        cwm_buf_printf(report, "latency of %ld good records: min %.3f us, median %.3f us, max %.3f us\n", nlat,
+                       lat[0] * 1e6, lat[nlat / 2] * 1e6, lat[nlat - 1] * 1e6);
+      }
+    } else {
+      cwm_buf_puts(report, "errors, latency: none (unmeasured trajectories)\n");
+    }
+  }
+  cwm_traj_iter_close(it);
+  free(keys);
+  free(lens);
+  free(lat);
+  return rc < 0 ? (err ? err->code : CWM_EIO) : 0;
+}

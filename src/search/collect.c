@@ -1,0 +1,187 @@
+/* collect.c: the measured data set. For each training workload, candidates drawn the TenSet way
+ * (random sketch samples plus a short evolution under the random model, deduplicated against the
+ * log) are measured with the runner's protocol and appended to one log; a rerun skips the
+ * workloads already complete and continues a partial one. */
+#include "cwm/costmodel.h"
+#include "cwm/dataset.h"
+#include "cwm/search.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cwm_collect_opts_default(cwm_collect_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->per_workload = 64;
+  o->seed = 1;
+  o->population = 512;
+  o->generations = 2;
+  cwm_measure_opts_default(&o->measure);
+  o->measure.threads = 1;
+}
+
+typedef struct {
+  char key[17];
+  int n;
+} key_count;
+
+static void say(const cwm_collect_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const cwm_collect_opts *o, const char *fmt, ...) {
+  if (!o->progress) return;
+  char buf[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  o->progress(o->progress_ud, buf);
+}
+
+typedef struct {
+  const cwm_collect_opts *o;
+  const char *id;
+  int index, total;
+} fwd_ctx;
+
+static void forward(void *ud, const char *line) {
+  const fwd_ctx *c = ud;
+  say(c->o, "[%d/%d] %s: %s", c->index, c->total, c->id, line);
+}
+
+/* Records per workload key already in the log (a missing log holds none). */
+static int count_log(const char *path, key_count **out, int *n, int *nbad, cwm_err *err) {
+  *out = NULL;
+  *n = 0;
+  *nbad = 0;
+  if (access(path, F_OK) != 0) return 0;
+  cwm_log_iter *it = cwm_log_iter_open(path, err);
+  if (!it) return err ? err->code : CWM_EIO;
+  key_count *v = NULL;
+  int cnt = 0, cap = 0, rc, last = -1;
+  cwm_record r;
+  while ((rc = cwm_log_iter_next(it, &r, err)) == 1) {
+    int k = last >= 0 && !strcmp(v[last].key, r.key) ? last : -1;
+    for (int i = 0; i < cnt && k < 0; i++)
+      if (!strcmp(v[i].key, r.key)) k = i;
+    if (k < 0) {
+      if (cnt == cap) {
+        cap = cap ? cap * 2 : 64;
+        v = cwm_xrealloc(v, sizeof *v * (size_t)cap);
+      }
+      k = cnt++;
+      memcpy(v[k].key, r.key, 17);
+      v[k].n = 0;
+    }
+    v[k].n++;
+    last = k;
+    cwm_record_free(&r);
+  }
+  *nbad = cwm_log_iter_nbad(it);
+  cwm_log_iter_close(it);
+  if (rc < 0) {
+    free(v);
+    return err ? err->code : CWM_EIO;
+  }
+  *out = v;
+  *n = cnt;
+  return 0;
+}
+
+static int have_of(const key_count *v, int n, const char *key) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v[i].key, key)) return v[i].n;
+  return 0;
+}
+
+int cwm_dataset_measure(const cwm_wl_entry *wl, int n, const cwm_collect_opts *o, cwm_collect_result *res,
+                        cwm_err *err) {
+  memset(res, 0, sizeof *res);
+  if (!o->log_path) return cwm_fail(err, CWM_EUSAGE, "dataset measure: no log path");
+  if (o->per_workload < 1) return cwm_fail(err, CWM_EUSAGE, "dataset measure: per_workload must be positive");
+  double t0 = cwm_now();
+  key_count *have = NULL;
+  int nhave = 0, nbad = 0;
+  int rc = count_log(o->log_path, &have, &nhave, &nbad, err);
+  if (rc) return rc;
+  /* what is left to measure, for the ETA */
+  char (*keys)[17] = cwm_xcalloc((size_t)(n ? n : 1), sizeof *keys);
+  long left = 0;
+  for (int i = 0; i < n; i++) {
+    cwm_err e = {0};
+    cwm_workload *w = cwm_wl_entry_workload(&wl[i], &e);
+    if (!w) {
+      rc = cwm_fail(err, e.code, "%s", e.msg);
+      goto done;
+    }
+    cwm_workload_key(w, keys[i]);
+    cwm_workload_free(w);
+    int h = have_of(have, nhave, keys[i]);
+    if (h < o->per_workload) left += o->per_workload - h;
+  }
+  say(o, "%d workloads, %d records each; the log %s holds %d workloads' records (%d corrupt lines); %ld to measure",
+      n, o->per_workload, o->log_path, nhave, nbad, left);
+  long measured_now = 0;
+  for (int i = 0; i < n && !(o->stop && *o->stop); i++) {
+    int h = have_of(have, nhave, keys[i]);
+    if (h >= o->per_workload) {
+      res->skipped++;
+      continue;
+    }
+    cwm_err e = {0};
+    cwm_workload *w = cwm_wl_entry_workload(&wl[i], &e);
+    cwm_task *t = w ? cwm_task_new(w, &o->measure, &e) : NULL;
+    if (!t) {
+      cwm_workload_free(w);
+      rc = cwm_fail(err, e.code, "%s", e.msg);
+      goto done;
+    }
+    uint64_t wseed = o->seed ^ cwm_hash64(keys[i], 16);
+    cwm_costmodel *m = cwm_costmodel_random(wseed);
+    cwm_tune_opts to;
+    cwm_tune_opts_default(&to);
+    to.trials = o->per_workload;
+    to.per_round = o->per_workload;
+    to.population = o->population;
+    to.generations = o->generations;
+    to.seed = wseed;
+    to.space.cores = o->measure.threads > 0 ? o->measure.threads : 1;
+    to.log_path = o->log_path;
+    to.stop = o->stop;
+    fwd_ctx fc = {o, wl[i].id, i + 1, n};
+    to.progress = o->progress ? forward : NULL;
+    to.progress_ud = &fc;
+    cwm_tune_result tr;
+    double ws = cwm_now();
+    int trc = cwm_tune(t, m, &to, &tr, &e);
+    res->measured += tr.measured;
+    res->errors += tr.errors;
+    res->resumed += tr.resumed;
+    measured_now += tr.measured;
+    left -= o->per_workload - h;
+    if (trc == CWM_ENOSCHED) {
+      res->failed++;
+      if (!res->first_failure[0]) snprintf(res->first_failure, sizeof res->first_failure, "%.60s: %.180s", wl[i].id, e.msg);
+      say(o, "[%d/%d] %s: failed: %s", i + 1, n, wl[i].id, e.msg);
+    } else if (trc) {
+      rc = cwm_fail(err, e.code, "%s: %s", wl[i].id, e.msg);
+    } else {
+      res->done++;
+      double el = cwm_now() - t0, rate = measured_now / (el > 1e-9 ? el : 1e-9);
+      say(o, "[%d/%d] %s: %d measured (%d resumed, %d errors) in %.0f s, best %.2f us; %ld measured this run, "
+             "%.1f/min, ETA %.0f s",
+          i + 1, n, wl[i].id, tr.measured, tr.resumed, tr.errors, cwm_now() - ws,
+          tr.best_cost < 1e9 ? tr.best_cost * 1e6 : 0.0, measured_now, rate * 60, rate > 0 ? left / rate : 0.0);
+    }
+    cwm_tune_result_free(&tr);
+    cwm_costmodel_free(m);
+    cwm_task_free(t);
+    cwm_workload_free(w);
+    if (rc) goto done;
+  }
+done:
+  res->seconds = cwm_now() - t0;
+  free(keys);
+  free(have);
+  return rc;
+}
