@@ -25,7 +25,21 @@ static const char *SMALL[] = {
     "dwconv2d C=4 H=12 W=10 R=3 S=3 stride=1 pad=1",
 };
 
-static void run_workload(const char *spec, int count, uint64_t seed) {
+/* Bytes of the intermediate buffers a state allocates at root: random rfactors of full-size
+ * workloads can ask for gigabytes, which the runner rightly refuses; such draws are redrawn. */
+static double root_bytes(const cwm_state *s) {
+  double b = 0;
+  for (int p = 0; p < s->nstages; p++) {
+    const cwm_op *op = cwm_stage_op(s, p);
+    if (op->is_input || s->stages[p].loc != CWM_LOC_ROOT) continue;
+    double n = 4;
+    for (int d = 0; d < op->ndim; d++) n *= op->shape[d];
+    b += n;
+  }
+  return b;
+}
+
+static void run_workload(const char *spec, int count, uint64_t seed, int full) {
   cwm_err e = {0};
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
   CHECKF(w != NULL, "%s: %s", spec, e.msg);
@@ -34,6 +48,8 @@ static void run_workload(const char *spec, int count, uint64_t seed) {
   cwm_measure_opts_default(&mo);
   mo.repeats = 1;
   mo.min_repeat_ms = 0;
+  /* random schedules of full-size workloads can take seconds per call: check, do not time */
+  if (full) mo.run_timeout_s = 120;
   mo.batch = 8;
   /* the generated C must compile warning-free under -Wall -Wextra; -Wmaybe-uninitialized is off
    * because GCC cannot see that a guarded read of a local buffer only touches elements its
@@ -46,6 +62,10 @@ static void run_workload(const char *spec, int count, uint64_t seed) {
   cwm_state **states = calloc((size_t)count, sizeof *states);
   for (int i = 0; i < count; i++) {
     cwm_sample_steps(cwm_task_dag(t), &r, 1 + cwm_rng_int(&r, 24), &states[i], &e);
+    while (root_bytes(states[i]) > 1e9) {
+      cwm_state_free(states[i]);
+      cwm_sample_steps(cwm_task_dag(t), &r, 1 + cwm_rng_int(&r, 24), &states[i], &e);
+    }
     /* steps print, parse back and replay to the same printed state */
     cwm_buf b;
     cwm_buf_init(&b);
@@ -98,9 +118,9 @@ int main(void) {
                                 "softmax_attn", "layernorm", "conv_stem", "conv_s1_3x3", "conv_s1_1x1",
                                 "conv_s2_3x3", "conv_s3_3x3", "conv_s4_3x3", "dwconv_mbv2",
                                 "matmul_1024", "matmul_1023"};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) run_workload(ids[i], count, 1000 + i);
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) run_workload(ids[i], count, 1000 + i, 1);
   } else {
-    for (size_t i = 0; i < sizeof SMALL / sizeof SMALL[0]; i++) run_workload(SMALL[i], count, 1 + i);
+    for (size_t i = 0; i < sizeof SMALL / sizeof SMALL[0]; i++) run_workload(SMALL[i], count, 1 + i, 0);
   }
   return test_done();
 }
