@@ -91,8 +91,13 @@ static void run_workload(const char *spec, int count, uint64_t seed, int full) {
   int rc = cwm_task_measure(t, states, count, recs, &e);
   CHECKF(rc == 0, "%s: measure failed: %s", spec, e.msg);
   int bad = 0;
+  int slow = 0;
   for (int i = 0; i < count && rc == 0; i++) {
-    if (recs[i].error) {
+    if (full && recs[i].error == CWM_MERR_RUN_TIMEOUT) {
+      /* at full size a random schedule can be correct yet take minutes (e.g. a stage attached
+       * where bound inference falls back to the whole tensor): not checkable, not a failure */
+      slow++;
+    } else if (recs[i].error) {
       cwm_buf b;
       cwm_buf_init(&b);
       cwm_steps_print(recs[i].steps, recs[i].nsteps, &b);
@@ -104,7 +109,7 @@ static void run_workload(const char *spec, int count, uint64_t seed, int full) {
     cwm_record_free(&recs[i]);
     cwm_state_free(states[i]);
   }
-  fprintf(stderr, "%-70s %d lists, %d failed\n", spec, count, bad);
+  fprintf(stderr, "%-70s %d lists, %d failed, %d too slow to check\n", spec, count, bad, slow);
   free(recs);
   free(states);
   cwm_task_free(t);
