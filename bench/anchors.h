@@ -192,9 +192,9 @@ static int anchor_set_threads_(int threads) {
   set_fn fn;
   void *sym = dlsym(self, "omp_set_num_threads");
   memcpy(&fn, &sym, sizeof fn);
-  if (!fn) return -1;
-  fn(threads);
-  return 0;
+  if (fn) fn(threads);
+  dlclose(self);
+  return fn ? 0 : -1;
 }
 
 static void anchor_fill_(float *p, size_t n, uint64_t *state) {
@@ -276,6 +276,10 @@ static dnnl_memory_t anchor_mem_(anchor_ctx_ *c, const dnnl_memory_desc_t *md, i
 static int anchor_add_step_(anchor_ctx_ *c, dnnl_primitive_desc_t pd, int nargs,
                             const dnnl_exec_arg_t *args) {
   dnnl_primitive_t prim = NULL;
+  if (c->nsteps >= ANCHOR_MAX_STEPS || nargs > ANCHOR_MAX_ARGS) {
+    dnnl_primitive_desc_destroy(pd);
+    return anchor_fail_(c, "too many steps/args", dnnl_runtime_error);
+  }
   dnnl_status_t st = dnnl_primitive_create(&prim, pd);
   dnnl_primitive_desc_destroy(pd);
   if (st != dnnl_success) return anchor_fail_(c, "dnnl_primitive_create", st);

@@ -9,21 +9,63 @@ import sys
 import time
 
 
-def _threads_from_argv(argv):
-    for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--threads="):
-            return a.split("=", 1)[1]
-    return "1"
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description="PyTorch eager speed anchor")
+    ap.add_argument("--suite", help="suite TSV file")
+    ap.add_argument("--id", help="suite row id")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--network", choices=["bert", "resnet50"])
+    args = ap.parse_args(argv)
+    args.threads = max(1, args.threads)
+    if not args.network and (not args.suite or not args.id):
+        ap.error("need --suite FILE --id ID, or --network NAME")
+    return args
 
 
-# Debian's torch calls OpenBLAS (pthread build) for mm/bmm/linear, whose pool ignores
-# torch.set_num_threads: pin it (and OpenMP) before torch is loaded.
-_T = _threads_from_argv(sys.argv)
-if _T.isdigit() and int(_T) > 0:
-    os.environ["OPENBLAS_NUM_THREADS"] = _T
-    os.environ["OMP_NUM_THREADS"] = _T
+def read_suite_row(path, want_id):
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            cols = line.split("\t")
+            if len(cols) >= 3 and cols[0] == want_id:
+                return cols[1], cols[2]
+    raise SystemExit("torch_anchor: id %r not found in %s" % (want_id, path))
+
+
+def prepare_process(args):
+    """Environment for the torch libraries; must run before torch is imported."""
+    # glibc hands freed multi-MB blocks back to the OS (heap trim, per-call mmap), so in
+    # some processes (not others) eager PyTorch page-faults fresh output/scratch buffers
+    # on every call: up to 10x on dwconv_mbv2, bimodal from run to run. Keep freed memory
+    # in the heap, as a tuned deployment (or jemalloc/tcmalloc) would: re-exec once with
+    # glibc's knobs set. A preset CWM_TORCH_ANCHOR_MALLOC (e.g. =0) leaves malloc alone.
+    if "CWM_TORCH_ANCHOR_MALLOC" not in os.environ:
+        env = dict(os.environ, CWM_TORCH_ANCHOR_MALLOC="1",
+                   MALLOC_TRIM_THRESHOLD_=str(1 << 34), MALLOC_MMAP_THRESHOLD_=str(1 << 25))
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    t = str(args.threads)
+    # Debian's torch runs mm/bmm/linear on OpenBLAS (pthread build), whose pool ignores
+    # torch.set_num_threads: pin it (and OpenMP) before the libraries load.
+    os.environ["OPENBLAS_NUM_THREADS"] = t
+    os.environ["OMP_NUM_THREADS"] = t
+    # With > 1 thread, libgomp workers spinning after torch's own parallel loops (bias
+    # copy, gelu) steal the cores from OpenBLAS's threads: 2-threaded linear/bmm ran 2-70x
+    # slower than 1-threaded. Passive waiting fixes BLAS-bound work but slows OpenMP-bound
+    # ops (layernorm 4x), so it is set only where OpenBLAS does the work.
+    if args.network:
+        blas_bound = args.network == "bert"
+    else:
+        blas_bound = read_suite_row(args.suite, args.id)[0] in ("dense", "batch_matmul", "matmul")
+    if args.threads > 1 and blas_bound and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()
+    prepare_process(ARGS)
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -48,18 +90,6 @@ def time_fn(fn):
                 break
         per_call.append(el / n)
     return statistics.median(per_call)
-
-
-def read_suite_row(path, want_id):
-    with open(path) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            cols = line.split("\t")
-            if len(cols) >= 3 and cols[0] == want_id:
-                return cols[1], cols[2]
-    raise SystemExit("torch_anchor: id %r not found in %s" % (want_id, path))
 
 
 def parse_params(text):
@@ -193,21 +223,13 @@ def build_network(name):
     return lambda: model(x)
 
 
-def main():
-    ap = argparse.ArgumentParser(description="PyTorch eager speed anchor")
-    ap.add_argument("--suite", help="suite TSV file")
-    ap.add_argument("--id", help="suite row id")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--network", choices=["bert", "resnet50"])
-    args = ap.parse_args()
+def main(args):
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, args.threads))
+    torch.set_num_threads(args.threads)
     with torch.no_grad():
         if args.network:
             fn = build_network(args.network)
         else:
-            if not args.suite or not args.id:
-                raise SystemExit("torch_anchor: need --suite FILE --id ID or --network NAME")
             op, params = read_suite_row(args.suite, args.id)
             fn = build_op(op, parse_params(params))
         secs = time_fn(fn)
@@ -216,4 +238,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(ARGS))
