@@ -1,22 +1,45 @@
 #!/bin/bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for SECONDS (default 30).
-# usage: scripts/fuzz.sh [SECONDS] [target ...]   targets: workload opspec steps record
+# usage: scripts/fuzz.sh [SECONDS] [target ...]
+#   targets: workload opspec steps record dataset ansormodel network (default: all of them, and
+#   modelfile when fuzz/fuzz_modelfile.c exists)
 # Prints the executions run per target; a crash stops with the reproducer in build-fuzz/.
 set -e
 cd "$(dirname "$0")/.."
 T=${1:-30}
 shift || true
-TARGETS=${*:-workload opspec steps record}
+DEFAULT="workload opspec steps record dataset ansormodel network"
+[ -f fuzz/fuzz_modelfile.c ] && DEFAULT="$DEFAULT modelfile"
+TARGETS=${*:-$DEFAULT}
 OUT=build-fuzz
 mkdir -p "$OUT"
 SRC="src/util/*.c src/te/*.c src/state/*.c src/codegen/*.c src/record/*.c src/measure/*.c"
 for t in $TARGETS; do
+  src="$SRC" libs="" maxlen=4096
+  case "$t" in
+    # the model-file container and the vocabulary loader inside it: util and these two only
+    modelfile)
+      src="$SRC src/world/tokenizer.c src/world/modelfile.c"
+      maxlen=16384
+      ;;
+    # network files: the parser over the op library
+    network)
+      src="$SRC src/search/network.c"
+      maxlen=8192
+      ;;
+    # the cost model and its loader; XGBoost is linked when the library is there to link
+    ansormodel)
+      src="$SRC src/costmodel/*.c"
+      maxlen=131072
+      if echo 'int main(void){return 0;}' | clang -x c - -lxgboost -o "$OUT/.probe" 2>/dev/null; then libs="-lxgboost"; fi
+      ;;
+  esac
   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude \
-    -DCWM_SOURCE_DIR="\"$PWD\"" $SRC "fuzz/fuzz_$t.c" $(pkg-config --cflags --libs libcjson) -lm -ldl -lpthread \
+    -DCWM_SOURCE_DIR="\"$PWD\"" $src "fuzz/fuzz_$t.c" $(pkg-config --cflags --libs libcjson) $libs -lm -ldl -lpthread \
     -o "$OUT/fuzz_$t"
   mkdir -p "$OUT/corpus_$t"
   cp fuzz/corpus/"$t"/* "$OUT/corpus_$t/" 2>/dev/null || true
-  (cd "$OUT" && CWM_SUITE="$PWD/../bench/suite.tsv" ./"fuzz_$t" -max_total_time="$T" -max_len=4096 \
+  (cd "$OUT" && CWM_SUITE="$PWD/../bench/suite.tsv" ./"fuzz_$t" -max_total_time="$T" -max_len="$maxlen" \
      -print_final_stats=1 "corpus_$t" 2>"fuzz_$t.log") || { tail -30 "$OUT/fuzz_$t.log"; exit 1; }
   echo "fuzz_$t: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$OUT/fuzz_$t.log" | grep -o '[0-9]*$') executions in ${T} s, no crash"
 done

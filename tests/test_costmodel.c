@@ -1,6 +1,8 @@
 /* test_costmodel.c: Ansor's per-store features (shape, annotations, schedule sensitivity) and the
  * XGBoost model: it learns a synthetic cost that depends on the schedule, the random model does
- * not, and the model file round-trips and refuses truncated or altered copies. */
+ * not, and the model file round-trips and refuses truncated or altered copies, and boosters
+ * crafted against XGBoost's loader (bad child, parent and feature indices, huge counts, deep
+ * nesting). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,9 +345,93 @@ static void test_learning(void) {
   cwm_dag_free(d);
 }
 
+/* ---- model files crafted against XGBoost's loader (fuzz_ansormodel's findings) ---- */
+
+static uint64_t get_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* Loads data (its checksum refreshed, as a forger would) and expects CWM_EMODEL. */
+static void expect_refused(unsigned char *data, size_t len, const char *what) {
+  uint64_t h = cwm_hash64(data, len - 8);
+  for (int i = 0; i < 8; i++) data[len - 8 + i] = (unsigned char)(h >> (8 * i));
+  cwm_err e = {0};
+  cwm_costmodel *m = cwm_costmodel_ansor_from_buffer(1, data, len, &e);
+  CHECKF(m == NULL && e.code == CWM_EMODEL, "%s: loaded or code %d (%s)", what, e.code, e.msg);
+  cwm_costmodel_free(m);
+}
+
+/* Offset of the first element of the typed array after key `name` at or after `from`. */
+static size_t typed_at(const unsigned char *b, size_t n, size_t from, const char *name) {
+  size_t kl = strlen(name);
+  for (size_t i = from; i + kl + 13 < n; i++)
+    if (!memcmp(b + i, name, kl) && b[i + kl] == '[' && b[i + kl + 1] == '$') return i + kl + 13;
+  return 0;
+}
+
+static void test_hostile_booster(void) {
+  const char *src = getenv("CWM_SOURCE_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/fuzz/corpus/ansormodel/p102_booster.model", src ? src : ".");
+  size_t len = 0;
+  cwm_err e = {0};
+  unsigned char *orig = (unsigned char *)cwm_read_file(path, &len, &e);
+  CHECKF(orig != NULL && len > 1000, "%s", e.msg);
+  if (!orig) return;
+  cwm_costmodel *ok = cwm_costmodel_ansor_from_buffer(1, orig, len, &e);
+  CHECKF(ok != NULL, "the seed loads: %s", e.msg);
+  cwm_costmodel_free(ok);
+  size_t boff = len - 8 - get_le(orig + 40, 8); /* the booster is last, before the checksum */
+  unsigned char *d = malloc(len);
+  /* a child index far outside the tree: XGBoost's RegTree::LoadModel crashed on it */
+  memcpy(d, orig, len);
+  size_t lc = typed_at(d, len, boff, "left_children");
+  CHECK(lc > 0);
+  d[lc] = 0x06;
+  expect_refused(d, len, "child index 0x06xxxxxx");
+  /* a parent index out of range (a pruned node's parent link: LoadModel follows it too) */
+  memcpy(d, orig, len);
+  size_t pa = typed_at(d, len, boff, "parents");
+  CHECK(pa > 0);
+  d[pa + 4 * 2] = 0x09;
+  expect_refused(d, len, "parent index 0x09xxxxxx");
+  /* a typed array claiming 2^52 elements: allocated before its bytes are read */
+  memcpy(d, orig, len);
+  size_t sc = typed_at(d, len, boff, "split_conditions");
+  CHECK(sc > 0);
+  d[sc - 7] = 0x0f;
+  d[sc - 6] = 0xff;
+  expect_refused(d, len, "typed array count 2^52");
+  /* a split on a feature past the row width: read out of bounds at prediction */
+  memcpy(d, orig, len);
+  size_t si = typed_at(d, len, boff, "split_indices");
+  CHECK(si > 0);
+  d[si + 2] = 0x10; /* feature 39 -> 0x1027 */
+  expect_refused(d, len, "split feature 4135");
+  free(d);
+  /* a booster nested 100000 deep: XGBoost's reader recurses once per level */
+  size_t depth = 100000, hl = len - 8 - get_le(orig + 40, 8) - get_le(orig + 16, 8) * 40 -
+                                 get_le(orig + 24, 8) * CWM_ANSOR_NFEAT * 4;
+  CHECK(hl == 48);
+  size_t dl = 48 + 2 * depth + 8;
+  d = calloc(1, dl);
+  memcpy(d, orig, 48);
+  memset(d + 16, 0, 24); /* no programs, no rows, never trained */
+  uint64_t bl = 2 * depth;
+  for (int i = 0; i < 8; i++) d[40 + i] = (unsigned char)(bl >> (8 * i));
+  memset(d + 48, '[', depth);
+  memset(d + 48 + depth, ']', depth);
+  expect_refused(d, dl, "nested 100000 deep");
+  free(d);
+  free(orig);
+}
+
 int main(void) {
   test_features();
   test_features_random();
   test_learning();
+  test_hostile_booster();
   return test_done();
 }

@@ -198,11 +198,42 @@ static void test_heap_local(void) {
   cwm_workload_free(w);
 }
 
+/* A workload of more tensors than a state has stages (the parser takes up to CWM_MAX_OPS): the
+ * DAG refuses it. Before, cwm_state_init wrote past stages[] into the step list (found with a
+ * 17-tensor chain of matrix products: sketches then replayed garbage steps). */
+static void test_too_many_tensors(void) {
+  for (int n = CWM_MAX_STAGES - 2; n <= CWM_MAX_OPS - 1; n++) {
+    cwm_buf b;
+    cwm_buf_init(&b);
+    cwm_buf_puts(&b, "input B0[4, 4]\n");
+    for (int s = 1; s <= n; s++) cwm_buf_printf(&b, "B%d[i:4, j:4] = sum(k:4 : B%d[i, k] * B0[k, j])\n", s, s - 1);
+    cwm_buf_printf(&b, "output B%d\n", n);
+    cwm_err e = {0};
+    cwm_workload *w = cwm_workload_parse(b.s, &e);
+    CHECKF(w != NULL, "%d products: %s", n, e.msg);
+    if (w) {
+      cwm_dag *d = cwm_dag_new(w, &e);
+      if (n + 1 > CWM_MAX_STAGES) {
+        CHECKF(d == NULL && e.code == CWM_EPARSE, "%d tensors: the DAG must refuse them", n + 1);
+      } else {
+        CHECKF(d != NULL, "%d tensors: %s", n + 1, e.msg);
+        cwm_state *s = d ? cwm_state_init(d) : NULL;
+        CHECK(!d || (s && s->nstages == n + 1 && s->nsteps == 0));
+        cwm_state_free(s);
+      }
+      cwm_dag_free(d);
+      cwm_workload_free(w);
+    }
+    cwm_buf_free(&b);
+  }
+}
+
 int main(void) {
   test_heap_local();
   test_misfits();
   test_replay_trace();
   test_print_shape();
   test_ansor_example();
+  test_too_many_tensors();
   return test_done();
 }

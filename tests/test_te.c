@@ -111,7 +111,7 @@ static void test_oplib(void) {
   }
 
   char *t = cwm_op_to_text("dense M=128 N=3072 K=768 bias=1 act=gelu", &err);
-  CHECKF(t && strcmp(t, "input A[128, 768]\ninput W[3072, 768]\ninput bias[3072]\n"
+  CHECKF(t && strcmp(t, "input A[128, 768]\ninput W[3072, 768] const\ninput bias[3072] const\n"
                         "D[i:128, j:3072] = sum(k:768 : A[i, k] * W[j, k])\n"
                         "out[i:128, j:3072] = gelu(D[i, j] + bias[j])\noutput out\n") == 0,
          "%s", t ? t : err.msg);
@@ -138,7 +138,7 @@ static void test_oplib(void) {
          "%s", t ? t : err.msg);
   free(t);
   t = cwm_op_to_text("dwconv2d C=32 H=112 W=112 R=3 S=3 stride=2 pad=1 bias=1 act=relu", &err);
-  CHECKF(t && strstr(t, "input Wt[32, 1, 3, 3]\n") &&
+  CHECKF(t && strstr(t, "input Wt[32, 1, 3, 3] const\n") &&
              strstr(t, "conv[n:1, c:32, y:56, x:56] = sum(ry:3, rx:3 : P[n, c, y * 2 + ry, x * 2 + "
                        "rx] * Wt[c, 0, ry, rx])\n") &&
              strstr(t, "out[n:1, c:32, y:56, x:56] = relu(conv[n, c, y, x] + bias[c])\n"),

@@ -13,17 +13,32 @@ typedef struct {
 } cwm_codegen_opts;
 
 typedef struct {
-  char *body;                        /* C fragment: typed function + `void <entry>(float *const *args)` */
+  char *body;                        /* C fragment: typed function + `void <entry>(float *const *args)`
+                                        (+ the pack functions below) */
   char fn[80];                       /* typed function: void fn(const float *restrict A, ..., float *restrict out) */
   char entry[96];                    /* wrapper taking args[] */
   int nargs;                         /* inputs in workload order, then the output */
-  long arg_len[CWM_MAX_ARGS];
+  long arg_len[CWM_MAX_ARGS];        /* floats per argument as the kernel takes it */
   char arg_name[CWM_MAX_ARGS][CWM_MAX_NAME];
   int arg_tid[CWM_MAX_ARGS];
   long red_len;                      /* longest reduction in the workload (check tolerance) */
+  /* Layout rewrite: inputs marked `const` that the kernel takes in the layout its loops read
+   * (lower.c says which). For such an argument a, `void pack_fn[a](const float *src, float *dst)`
+   * converts the workload's layout (src_len[a] floats) into the kernel's (arg_len[a] floats);
+   * pack_entry converts all of them at once: `void <pack_entry>(float *const *src,
+   * float *const *dst)` with the kernel's argument order. Empty names and 0 when none is. */
+  int npacked;
+  long src_len[CWM_MAX_ARGS];
+  char pack_fn[CWM_MAX_ARGS][128];
+  char layout[CWM_MAX_ARGS][320];    /* e.g. "[48, 3, 256, 16] by (j.0, k.0, k.1, j.3): W[16*j.0 + j.3, ...]" */
+  char pack_entry[112];
 } cwm_kernel;
 
 int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *out, cwm_err *err);
+/* s with every byte outside [A-Za-z0-9_.+=-] replaced by '_' (at most n-1 bytes): how a
+ * workload's name (a file name, a suite or record field: any bytes) goes into comments of
+ * generated code, so that no `*' '/' or newline from it reaches a compiler. */
+void cwm_codegen_safe_name(const char *s, char *out, size_t n);
 void cwm_kernel_free(cwm_kernel *k);
 /* The kernel as a measure candidate (pointers into k). */
 void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c);

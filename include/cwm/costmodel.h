@@ -32,6 +32,12 @@ cwm_costmodel *cwm_costmodel_random(uint64_t seed);
  * from scratch when enough new records arrived; random scores until it has 100 records.
  * pretrained: NULL, or a file written by save (records of other workloads). */
 cwm_costmodel *cwm_costmodel_ansor(uint64_t seed, const char *pretrained, cwm_err *err);
+/* The same with the pretrained model file's bytes in memory (the fuzz target's entry point). */
+cwm_costmodel *cwm_costmodel_ansor_from_buffer(uint64_t seed, const void *data, size_t len, cwm_err *err);
+/* Checks an XGBoost booster as UBJSON bytes before XGBoost, which trusts its lengths and tree
+ * indices, loads it: 0 when it is a well-formed single-output gbtree over nfeat features whose
+ * trees are proper binary trees; -1 with why filled otherwise (booster_check.c). */
+int cwm_xgb_booster_check(const void *data, size_t n, int nfeat, char *why, size_t whyn);
 
 /* Ansor's per-store features: CWM_ANSOR_NFEAT floats per store. Returns the number of rows
  * (stores) written into *rows (owned, rows x CWM_ANSOR_NFEAT). */

@@ -153,6 +153,27 @@ void cwm_collect_opts_default(cwm_collect_opts *o);
 int cwm_dataset_measure(const cwm_wl_entry *wl, int n, const cwm_collect_opts *o, cwm_collect_result *res,
                         cwm_err *err);
 
+/* Label noise: re-measures a seeded random fraction of the good records of a log with the same
+ * protocol into out_path (resumable: programs already there are not measured again) and reports
+ * the median relative difference |t2 - t1| / t1 between the two timings. */
+typedef struct {
+  const char *log_path, *out_path;
+  double fraction;             /* default 0.02 */
+  uint64_t seed;
+  cwm_measure_opts measure;    /* threads 1, time-out 3 s as cwm_dataset_measure */
+  volatile int *stop;
+  void (*progress)(void *ud, const char *line);
+  void *progress_ud;
+} cwm_remeasure_opts;
+
+typedef struct {
+  int selected, measured, resumed, skipped, failed_now, compared;
+  double median_rel_diff, p90_rel_diff;
+} cwm_remeasure_result;
+
+void cwm_remeasure_opts_default(cwm_remeasure_opts *o);
+int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res, cwm_err *err);
+
 /* ------------------------------------------------------------ noise pairs (search/noise.c) */
 
 enum { CWM_NOISE_SHAPE = 0, CWM_NOISE_RENAME = 1, CWM_NOISE_REORDER = 2 };

@@ -32,12 +32,19 @@ typedef struct {
   const char *entry;
   int nargs;
   long arg_len[CWM_MAX_ARGS];
+  /* Inputs the kernel takes in another layout (a weight stored as the schedule reads it): input i
+   * with src_len[i] > 0 is seeded as src_len[i] floats, like the reference's arg i, and converted
+   * once into its arg_len[i] floats by `void <pack_entry>(float *const *src, float *const *dst)`
+   * (also defined by body), before the checked call and outside the timed region. */
+  const char *pack_entry;
+  long src_len[CWM_MAX_ARGS];
 } cwm_candidate;
 
 typedef struct {
   int threads;            /* OMP_NUM_THREADS for the child; default 1 */
   int repeats;            /* timed repeats, the median is reported; default 5 */
   double min_repeat_ms;   /* each repeat runs the kernel enough times to last this; default 50 */
+  double budget_s;        /* after 3 repeats, stop once the repeats took this long; default 1 */
   int flush_cache;        /* write a 64 MiB buffer before each repeat; default 0 */
   double run_timeout_s;   /* per candidate, wall clock; default 10 */
   double build_timeout_s; /* per compiler invocation; default 60 */

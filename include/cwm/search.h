@@ -51,14 +51,40 @@ typedef struct {
 } cwm_tune_result;
 
 void cwm_tune_opts_default(cwm_tune_opts *o);
+/* Tunes one workload until the log holds o->trials of its records (or Ctrl-C, or the search space
+ * runs dry): cwm_tuner rounds of o->per_round. CWM_ENOSCHED when every measured candidate failed. */
 int cwm_tune(cwm_task *t, struct cwm_costmodel *m, const cwm_tune_opts *o, cwm_tune_result *res, cwm_err *err);
 void cwm_tune_result_free(cwm_tune_result *r);
+
+/* The tuner of one task, one round at a time (what cwm_tune loops over and the task scheduler
+ * interleaves). It borrows the task and the model (several tuners may share one model) and copies
+ * the options; o->trials and o->per_round are not used (each round says how many to measure).
+ * With o->log_path, the log's records of this workload are resumed (they train the model and are
+ * never measured again) and new records are appended to it. */
+typedef struct cwm_tuner cwm_tuner;
+cwm_tuner *cwm_tuner_new(cwm_task *t, struct cwm_costmodel *m, const cwm_tune_opts *o, cwm_err *err);
+void cwm_tuner_free(cwm_tuner *tu);
+/* Resumes from records already read (those of other workloads are skipped; a record whose steps
+ * do not replay is skipped and counted): for callers that read one log for many tuners. */
+int cwm_tuner_resume(cwm_tuner *tu, const cwm_record *recs, int n, cwm_err *err);
+/* New records go to log (borrowed; NULL = none) instead of the tuner's own handle on o->log_path. */
+void cwm_tuner_set_log(cwm_tuner *tu, cwm_log *log);
+/* One round: searches and measures up to `want` programs never measured before (in chunks of 16,
+ * stopping early when *o->stop is set), appends their records and updates the model. *nmeasured
+ * is 0 when the search found no new candidate or the stop flag was already set. */
+int cwm_tuner_round(cwm_tuner *tu, int want, int *nmeasured, cwm_err *err);
+double cwm_tuner_best(const cwm_tuner *tu);          /* seconds; 1e10 while nothing ran */
+int cwm_tuner_best_steps(const cwm_tuner *tu, const cwm_step **steps); /* borrowed; 0 if none */
+int cwm_tuner_trials(const cwm_tuner *tu);           /* records of the workload: resumed + measured */
+cwm_task *cwm_tuner_task(const cwm_tuner *tu);
+/* A snapshot of the counters and the best program (res->best_steps owned by res). */
+void cwm_tuner_result(const cwm_tuner *tu, cwm_tune_result *res);
 
 /* Writes the kernel of a state as DIR/<name>.c, DIR/<name>.h and DIR/<name>_example.c (which
  * checks the kernel against a straightforward reference and prints the max error). */
 int cwm_export(const cwm_state *s, const char *dir, const char *name, cwm_err *err);
 
-/* Hand-written schedules ("matmul_1024", "conv_s1_3x3"); steps are malloc'ed. */
+/* Hand-written schedules ("matmul_1024", "dense_qkv", "conv_s1_3x3"); steps are malloc'ed. */
 int cwm_hand_schedule(const char *id, cwm_step **steps, int *n, cwm_err *err);
 
 #endif

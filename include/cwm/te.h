@@ -44,6 +44,7 @@ typedef enum { CWM_RED_NONE, CWM_RED_SUM, CWM_RED_MAX, CWM_RED_MIN } cwm_reduce;
 typedef struct {
   char name[CWM_MAX_NAME];
   int is_input;
+  int is_const;                            /* input marked `const`: a weight, fixed across calls */
   int ndim;                                /* spatial axes = tensor dims */
   int shape[CWM_MAX_DIMS];
   char axis[CWM_MAX_DIMS][CWM_MAX_NAME];   /* compute only */

@@ -62,6 +62,11 @@ double cwm_rng_unit(cwm_rng *r);    /* uniform in [0, 1) */
 
 double cwm_now(void); /* monotonic seconds */
 
+/* A progress callback as long-running library calls take it; cwm_progressf formats one line
+ * and hands it over (nothing happens when fn is NULL). */
+typedef void (*cwm_progress_fn)(void *ud, const char *line);
+void cwm_progressf(cwm_progress_fn fn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 void *cwm_xmalloc(size_t n);
 void *cwm_xcalloc(size_t n, size_t m);
 void *cwm_xrealloc(void *p, size_t n);

@@ -6,6 +6,8 @@
 
 #include "cwm/search.h"
 
+#define NOPT(o) ((int)(sizeof(o) / sizeof((o)[0])))
+
 typedef struct {
   const char *name; /* "--workload" */
   int has_value;
@@ -31,6 +33,14 @@ int cmd_codegen(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+/* `cwm tune --network`, with cmd_tune's parsed options. */
+int cmd_tune_network(const cli_opt *o, int nopt, const char *help);
 int cmd_dataset(int, char **);
+int cmd_train(int argc, char **argv);
+/* The cost model of --model NAME (random, ansor with --pretrained, world with --model-file or the
+ * default model); NULL with e filled on failure. */
+struct cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretrained, const char *model_file,
+                                    cwm_err *e);
+int cmd_eval(int argc, char **argv);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOPT(o) ((int)(sizeof(o) / sizeof((o)[0])))
 
 static const char *SHOW_HELP =
     "usage: cwm show --workload SPEC [--suite FILE]\n"
@@ -229,7 +228,7 @@ int cmd_measure(int argc, char **argv) {
 }
 
 static const char *DEMO_HELP =
-    "usage: cwm demo [--workload matmul_1024|conv_s1_3x3] [--threads T] [--log FILE] [--suite FILE]\n"
+    "usage: cwm demo [--workload matmul_1024|dense_qkv|conv_s1_3x3] [--threads T] [--log FILE] [--suite FILE]\n"
     "Builds, checks and times a hand-written schedule of a suite workload against the naive\n"
     "loop nest (the initial state), and prints both with the speed-up. Until `cwm tune` exists\n"
     "this is the main job the README runs.\n";

@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NOPT(o) ((int)(sizeof(o) / sizeof((o)[0])))
 
 static const char *DATASET_HELP =
     "usage: cwm dataset <subcommand> [options]   (cwm dataset <subcommand> --help)\n"
@@ -25,7 +24,8 @@ static const char *DATASET_HELP =
     "  measure    measure candidates of every workload into a tuning log (resumable)\n"
     "  stats      counts per op kind, lengths, error rates, latencies of a file\n"
     "  split      split a trajectory file or log by workload into train and validation\n"
-    "  noise      print a noise pair (same computation written differently)\n";
+    "  noise      print a noise pair (same computation written differently)\n"
+    "  remeasure  re-measure a random fraction of a log: the label noise\n";
 
 /* ------------------------------------------------------------------ workloads */
 
@@ -282,7 +282,9 @@ static const char *MEASURE_HELP =
     "Measures N programs of every workload of FILE (--limit: the first K rows) into the tuning\n"
     "log: random sketch samples plus a short evolution under the random model (population P,\n"
     "default 512, G generations, default 2), deduplicated against the log; 1 thread, the\n"
-    "runner's default protocol (5 repeats of at least 50 ms, checked against the reference).\n"
+    "runner's default protocol (median of 5 repeats of at least 50 ms, 3 once they took 1 s;\n"
+    "the checked first call is the warm-up), except the time-out: --timeout S, default 3 s\n"
+    "(a candidate that slow is 100x off the best; it is recorded as run_timeout).\n"
     "Resumable: a rerun skips the workloads whose N records are in the log and continues a\n"
     "partial one. Ctrl-C stops after the measurements in flight. Progress with ETA on stderr.\n";
 
@@ -341,6 +343,48 @@ static int cmd_measure_ds(int argc, char **argv) {
           res.measured / (res.seconds > 0 ? res.seconds : 1) * 60, g_stop ? " (interrupted; rerun to continue)" : "");
   if (res.failed) fprintf(stderr, "cwm dataset measure: first failure: %s\n", res.first_failure);
   free(wl);
+  return rc ? cli_fail(&e) : 0;
+}
+
+/* ------------------------------------------------------------------ remeasure */
+
+static const char *REMEASURE_HELP =
+    "usage: cwm dataset remeasure --log FILE --out FILE2 [--fraction F] [--seed S] [--quiet]\n"
+    "Re-measures a seeded random fraction F (default 0.02) of the good records of FILE with the\n"
+    "same protocol as cwm dataset measure, appending the new records to FILE2 (resumable: a\n"
+    "program already in FILE2 is not measured again), and prints the label noise: the median\n"
+    "(and 90th percentile) relative difference |t2 - t1| / t1 between the two timings.\n";
+
+static int cmd_remeasure(int argc, char **argv) {
+  cli_opt o[] = {{"--log", 1, NULL}, {"--out", 1, NULL}, {"--fraction", 1, NULL}, {"--seed", 1, NULL},
+                 {"--quiet", 0, NULL}};
+  int rc = cli_parse(argc, argv, o, NOPT(o), REMEASURE_HELP);
+  if (rc) return rc < 0 ? 0 : rc;
+  cwm_remeasure_opts ro;
+  cwm_remeasure_opts_default(&ro);
+  ro.log_path = cli_get(o, NOPT(o), "--log");
+  ro.out_path = cli_get(o, NOPT(o), "--out");
+  if (!ro.log_path || !ro.out_path) return cli_usage("dataset remeasure", REMEASURE_HELP, "--log and --out are required");
+  const char *f = cli_get(o, NOPT(o), "--fraction");
+  if (f) ro.fraction = atof(f);
+  if (!(ro.fraction > 0 && ro.fraction <= 1)) return cli_usage("dataset remeasure", REMEASURE_HELP, "--fraction must be in (0, 1]");
+  ro.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
+  int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
+  ro.progress = progress;
+  ro.progress_ud = &quiet;
+  ro.stop = &g_stop;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  cwm_remeasure_result res;
+  cwm_err e = {0};
+  rc = cwm_dataset_remeasure(&ro, &res, &e);
+  printf("re-measured %d of %d selected programs (%d from an earlier run, %d not replayable, %d failed now); "
+         "label noise over %d pairs: median relative difference %.2f%%, 90th percentile %.2f%%\n",
+         res.measured + res.resumed, res.selected, res.resumed, res.skipped, res.failed_now, res.compared,
+         100 * res.median_rel_diff, 100 * res.p90_rel_diff);
   return rc ? cli_fail(&e) : 0;
 }
 
@@ -488,7 +532,8 @@ int cmd_dataset(int argc, char **argv) {
     const char *name;
     int (*fn)(int, char **);
   } subs[] = {{"workloads", cmd_workloads}, {"sample", cmd_sample_ds}, {"measure", cmd_measure_ds},
-              {"stats", cmd_stats},         {"split", cmd_split},      {"noise", cmd_noise}};
+              {"stats", cmd_stats},         {"split", cmd_split},      {"noise", cmd_noise},
+              {"remeasure", cmd_remeasure}};
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
     if (!strcmp(argv[1], subs[i].name)) return subs[i].fn(argc - 1, argv + 1);
   fprintf(stderr, "cwm dataset: unknown subcommand '%s'\n%s", argv[1], DATASET_HELP);

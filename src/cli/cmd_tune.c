@@ -1,6 +1,7 @@
 /* cmd_tune.c: `cwm tune`: search schedules for one workload with a cost model, measure them,
  * log every record, export the best kernel and write a JSON summary. Ctrl-C ends the run after
- * the measurements in flight; every record already measured stays in the log. */
+ * the measurements in flight; every record already measured stays in the log. With --network
+ * the work goes to cmd_tune_network.c. */
 #include "cli.h"
 #include "cwm/costmodel.h"
 
@@ -9,19 +10,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOPT(o) ((int)(sizeof(o) / sizeof((o)[0])))
 
 static const char *TUNE_HELP =
-    "usage: cwm tune --workload SPEC [--workload-file FILE] [--trials N] [--model random|ansor]\n"
+    "usage: cwm tune --workload SPEC [--workload-file FILE] [--trials N]\n"
+    "                [--model random|ansor|world] [--model-file MODEL] [--pretrained FILE]\n"
     "                [--seed S] [--log FILE] [--export DIR] [--summary FILE] [--threads T]\n"
-    "                [--per-round N] [--population N] [--generations N] [--pretrained FILE]\n"
+    "                [--per-round N] [--population N] [--generations N]\n"
     "                [--name NAME] [--suite FILE] [--quiet]\n"
+    "       cwm tune --network FILE [--trials N] [--per-round N] [--model random|ansor|world]\n"
+    "                [--model-file MODEL] [--seed S] [--log FILE] [--export DIR] [--summary FILE]\n"
+    "                [--threads T] [--population N] [--generations N] [--pretrained FILE] [--quiet]\n"
+    "Models: ansor (default; Ansor's features + XGBoost, from scratch or --pretrained FILE),\n"
+    "world (the compiler world model: --model-file MODEL, else $CWM_MODEL, else the shipped\n"
+    "models/default.cwm), random.\n"
     "Searches schedules (Ansor's sketches, random annotation, evolution under the cost model),\n"
     "measures --per-round (64) candidates per round until the log holds --trials (64) records of\n"
     "the workload, and prints a progress line per round. A --log that already holds records of\n"
     "this workload is resumed: they train the model and are not measured again. At the end the\n"
     "best kernel goes to DIR/NAME.c, NAME.h and NAME_example.c, and a JSON summary to --summary.\n"
     "--workload-file FILE reads the workload text from FILE (same as --workload @FILE).\n"
+    "\n"
+    "--network FILE tunes a whole network: a list of subgraphs with weights (how often each runs;\n"
+    "networks/README.md, e.g. networks/bert_base_seq128.tsv, networks/resnet50_b1.tsv). The\n"
+    "--trials (default 1000 here) are shared among the subgraphs, one cost model for all: each\n"
+    "subgraph first gets one round of min(--per-round, trials / subgraphs) candidates, then Ansor's\n"
+    "gradient task scheduler gives each round to the subgraph expected to lower the estimated\n"
+    "end-to-end latency (sum of weight x best latency) most. Each round prints the subgraph tuned,\n"
+    "its best, the estimated end-to-end latency and an ETA; at the end a table per subgraph\n"
+    "(weight, best us, GFLOP/s, share of the end-to-end time). One --log holds every subgraph's\n"
+    "records and is resumed per subgraph (--trials counts them, resumed ones included);\n"
+    "--export DIR writes each subgraph's best kernel into DIR/<name>/; --summary FILE writes\n"
+    "{network, trials, est_latency_ms, tasks: [...]} as JSON.\n"
     "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
 
 static volatile int g_stop;
@@ -36,13 +55,14 @@ static void progress(void *ud, const char *line) {
 
 int cmd_tune(int argc, char **argv) {
   cli_opt o[] = {{"--workload", 1, NULL},  {"--workload-file", 1, NULL}, {"--trials", 1, NULL},
-                 {"--model", 1, NULL},     {"--seed", 1, NULL},          {"--log", 1, NULL},
+                 {"--model", 1, NULL},     {"--model-file", 1, NULL},     {"--seed", 1, NULL},          {"--log", 1, NULL},
                  {"--export", 1, NULL},    {"--summary", 1, NULL},       {"--threads", 1, NULL},
                  {"--per-round", 1, NULL}, {"--population", 1, NULL},    {"--generations", 1, NULL},
                  {"--pretrained", 1, NULL}, {"--name", 1, NULL},         {"--suite", 1, NULL},
-                 {"--quiet", 0, NULL}};
+                 {"--quiet", 0, NULL},      {"--network", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), TUNE_HELP);
   if (rc) return rc < 0 ? 0 : rc;
+  if (cli_get(o, NOPT(o), "--network")) return cmd_tune_network(o, NOPT(o), TUNE_HELP);
   const char *spec = cli_get(o, NOPT(o), "--workload");
   char fspec[4200];
   if (cli_get(o, NOPT(o), "--workload-file")) {
@@ -74,9 +94,9 @@ int cmd_tune(int argc, char **argv) {
   if (!model) model = "ansor";
   cwm_err e = {0};
   cwm_costmodel *m = NULL;
-  if (!strcmp(model, "random")) m = cwm_costmodel_random(to.seed);
-  else if (!strcmp(model, "ansor")) m = cwm_costmodel_ansor(to.seed, cli_get(o, NOPT(o), "--pretrained"), &e);
-  else return cli_usage("tune", TUNE_HELP, "unknown --model '%s' (random, ansor)", model);
+  if (strcmp(model, "random") && strcmp(model, "ansor") && strcmp(model, "world"))
+    return cli_usage("tune", TUNE_HELP, "unknown --model '%s' (random, ansor, world)", model);
+  m = cli_costmodel(model, to.seed, cli_get(o, NOPT(o), "--pretrained"), cli_get(o, NOPT(o), "--model-file"), &e);
   if (!m) return cli_fail(&e);
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) return cli_fail(&e);

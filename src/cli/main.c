@@ -18,9 +18,11 @@ static const char *USAGE =
     "  replay    print every intermediate state of step lists\n"
     "  codegen   print the C code of a schedule\n"
     "  measure   build, check and time step lists; append records to a log\n"
-    "  tune      search schedules with a cost model, export the best kernel\n"
+    "  tune      search schedules with a cost model (a workload, or a network: --network)\n"
     "  demo      measure a hand-written schedule against the naive one\n"
     "  dataset   training workloads, trajectories, measured records, stats, splits\n"
+    "  train     train the world model (encoder, transition, ranker) from the data set\n"
+    "  eval      evaluate a world model's ranking on held-out workloads\n"
     "\n"
     "workloads (--workload SPEC): a suite id (matmul_1024), an op spec in quotes\n"
     "(\"dense M=128 N=768 K=768 bias=1 act=gelu\"), or @FILE with workload text.\n"
@@ -63,7 +65,7 @@ int main(int argc, char **argv) {
       {"show", cmd_show},       {"sample", cmd_sample}, {"replay", cmd_replay},
       {"codegen", cmd_codegen}, {"measure", cmd_measure}, {"demo", cmd_demo},
       {"tune", cmd_tune},
-      {"dataset", cmd_dataset},
+      {"dataset", cmd_dataset}, {"train", cmd_train}, {"eval", cmd_eval},
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

@@ -99,6 +99,8 @@ typedef struct {
   int tmp;
   cwm_err *err;
   int failed;
+  struct rewrite_s *rw[CWM_MAX_OPS]; /* constant inputs stored in the layout their reader reads */
+  int cur_stage;                     /* the stage whose statement is being emitted, or -1 */
 } ctx_t;
 
 static const cwm_op *tensor_op(ctx_t *c, int tid) { return cwm_dag_tensor(c->s->dag, tid); }
@@ -228,6 +230,32 @@ static void term_range(ctx_t *c, long coef, const atom_t *a, long *lo, long *hi)
   else { *lo += coef * h; *hi += 0; }
 }
 
+/* stage_recompute for a stage whose domain bound inference shrank, with TVM's tightening: a split
+ * part is at most what is left of its parent after the parts inside it (min(factor, rest)), so a
+ * tile's outer parts do not loop over slots a guard would reject. Values are unchanged: a part is
+ * tightened only when every part outside it has extent 1. */
+static void recompute_tight(cwm_stage *st) {
+  for (int i = 0; i < st->nnodes; i++) {
+    cwm_node *n = &st->nodes[i];
+    if (n->root >= 0) {
+      n->extent = st->domain[n->root];
+    } else if (n->is_fuse) {
+      long e = 1;
+      for (int k = 0; k < n->nsub; k++) e *= st->nodes[n->sub[k]].extent;
+      n->extent = e > (1 << 30) ? (1 << 30) : (int)e;
+    } else if (n->parent >= 0) {
+      const cwm_node *p = &st->nodes[n->parent];
+      long rest = p->extent;
+      for (int k = p->nparts - 1; k >= 0 && p->parts[k] != i; k--) {
+        long f = st->nodes[p->parts[k]].factor;
+        if (f > 0) rest = (rest + f - 1) / f;
+      }
+      if (rest < 1) rest = 1;
+      n->extent = (int)(n->factor > 0 && n->factor < rest ? n->factor : rest);
+    }
+  }
+}
+
 /* Bound inference for attached stage p: its region per output dim inside target t. */
 static void infer_region(ctx_t *c, int p) {
   lstage *L = &c->L[p];
@@ -283,7 +311,7 @@ static void infer_region(ctx_t *c, int p) {
     }
     L->st.domain[d] = L->dims[d];
   }
-  stage_recompute(&L->st);
+  recompute_tight(&L->st);
 }
 
 static long node_max(const cwm_stage *st, int node, int depth) {
@@ -293,6 +321,271 @@ static long node_max(const cwm_stage *st, int node, int depth) {
   long m = 0;
   for (int k = 0; k < n->nparts; k++) m += split_stride(st, n, k) * node_max(st, n->parts[k], depth + 1);
   return m;
+}
+
+/* ---- layout rewrite of constant inputs ----
+ * Ansor's layout rewrite: a weight (an input marked `const`) that one reduction stage reads with
+ * plain axis variables is stored with one dimension per split part of those axes, in that stage's
+ * loop order (outer to inner), each with the part's extent; parts an uneven split makes overshoot
+ * hold 0. The innermost loop that indexes it then walks contiguous memory, so a vectorized spatial
+ * loop reads whole vectors (and the register tile applies) where the original layout had a
+ * stride. The conversion runs once, outside the kernel (<fn>_pack_<name>). The decision depends
+ * on the state alone, so a logged step list always lowers to the same kernel. */
+
+#define RW_MAX_DIMS 16
+typedef struct rewrite_s {
+  int stage;                    /* the only stage whose body reads the tensor */
+  int ndim;
+  int node[RW_MAX_DIMS];        /* terminal split parts of that stage, loop order, extent > 1 */
+  long extent[RW_MAX_DIMS];     /* before bound inference: the whole tensor is converted */
+  long stride[RW_MAX_DIMS];     /* row-major strides of the new layout */
+  lin_t val[RW_MAX_DIMS];       /* each dim's index in the kernel, over the lowered loops */
+  long size;                    /* floats of the new layout */
+  int root_dim[CWM_MAX_DIMS * 2]; /* tensor dim indexed by root axis r of the stage, or -1 */
+  long fixed[CWM_MAX_DIMS];       /* the position read in a dim no axis indexes */
+} rewrite_t;
+
+/* The one read of tensor t in e: *rd is set, *ok cleared if two reads index differently. */
+static void find_read(const cwm_expr *e, int t, const cwm_expr **rd, int *ok) {
+  if (!e) return;
+  if (e->kind == CWM_X_READ && e->tensor == t) {
+    if (*rd && !cwm_expr_equal(*rd, e)) *ok = 0;
+    if (!*rd) *rd = e;
+  }
+  for (int i = 0; i < e->nargs; i++) find_read(e->args[i], t, rd, ok);
+}
+
+static int node_root(const cwm_stage *st, int node) {
+  for (int d = 0; d < 64 && node >= 0; d++) {
+    if (st->nodes[node].root >= 0) return st->nodes[node].root;
+    node = st->nodes[node].parent;
+  }
+  return -1;
+}
+
+/* Rank of `target` among the non-fuse sources of fuse node f, in loop order; -1 if absent. */
+static int fuse_rank(const cwm_stage *st, int f, int target, int *count, int depth) {
+  const cwm_node *n = &st->nodes[f];
+  if (depth > 16) return -1;
+  for (int k = 0; k < n->nsub; k++) {
+    int sub = n->sub[k];
+    if (st->nodes[sub].is_fuse) {
+      int r = fuse_rank(st, sub, target, count, depth + 1);
+      if (r >= 0) return r;
+    } else {
+      if (sub == target) return *count;
+      (*count)++;
+    }
+  }
+  return -1;
+}
+
+/* floor(l / d) as a linear form: possible when the terms of l that d does not divide sum to a
+ * value in [0, d) over every loop value. */
+static int lin_div(ctx_t *c, const lin_t *l, long d, lin_t *out) {
+  if (!l->ok || d <= 0) return 0;
+  long q0 = l->c0 >= 0 ? l->c0 / d : -((-l->c0 + d - 1) / d);
+  lin_t q = lin_const(q0);
+  long lo = l->c0 - q0 * d, hi = lo;
+  for (int i = 0; i < l->n; i++) {
+    if (l->coef[i] % d == 0) lin_addterm(&q, l->coef[i] / d, l->a[i]);
+    else term_range(c, l->coef[i], &l->a[i], &lo, &hi);
+  }
+  if (lo < 0 || hi >= d || !q.ok) return 0;
+  *out = q;
+  return 1;
+}
+
+/* l mod m as a linear form: possible when the terms m does not divide stay in [0, m). */
+static int lin_mod(ctx_t *c, const lin_t *l, long m, lin_t *out) {
+  if (!l->ok || m <= 0) return 0;
+  long r0 = ((l->c0 % m) + m) % m;
+  lin_t r = lin_const(r0);
+  long lo = r0, hi = r0;
+  for (int i = 0; i < l->n; i++) {
+    if (l->coef[i] % m == 0) continue;
+    lin_addterm(&r, l->coef[i], l->a[i]);
+    term_range(c, l->coef[i], &l->a[i], &lo, &hi);
+  }
+  if (lo < 0 || hi >= m || !r.ok) return 0;
+  *out = r;
+  return 1;
+}
+
+/* Splits the global value v of node `node` of the stage as it was before bound inference (ust)
+ * into its parts, down to the terminal ones (val[] indexed by node). */
+static int decompose(ctx_t *c, const cwm_stage *ust, int node, const lin_t *v, lin_t *val, int depth) {
+  const cwm_node *n = &ust->nodes[node];
+  if (depth > 32) return 0;
+  if (!n->nparts) {
+    val[node] = *v;
+    return 1;
+  }
+  for (int k = 0; k < n->nparts; k++) {
+    lin_t q;
+    if (!lin_div(c, v, split_stride(ust, n, k), &q)) return 0;
+    if (k > 0 && !lin_mod(c, &q, ust->nodes[n->parts[k]].extent, &q)) return 0;
+    if (!decompose(c, ust, n->parts[k], &q, val, depth + 1)) return 0;
+  }
+  return 1;
+}
+
+/* Flattened stride of terminal part `node` in the original layout (for the identity test). */
+static long orig_stride(const cwm_stage *ust, int node, long dim_stride) {
+  long s = dim_stride;
+  for (int d = 0; d < 64; d++) {
+    int par = ust->nodes[node].parent;
+    if (par < 0) break;
+    const cwm_node *pn = &ust->nodes[par];
+    int k = 0;
+    while (k < pn->nparts && pn->parts[k] != node) k++;
+    s *= split_stride(ust, pn, k);
+    node = par;
+  }
+  return s;
+}
+
+static void plan_rewrite(ctx_t *c, int t) {
+  const cwm_state *s = c->s;
+  const cwm_op *in = tensor_op(c, t);
+  if (!in->is_input || !in->is_const) return;
+  int p = -1;
+  for (int q = 0; q < s->nstages; q++) {
+    if (cwm_stage_is_placeholder(s, q) || !cwm_expr_reads(body_op(c, q)->body, t)) continue;
+    if (p >= 0) return; /* read by two stages: one layout cannot suit both */
+    p = q;
+  }
+  if (p < 0 || s->stages[p].loc == CWM_LOC_INLINE) return;
+  const cwm_op *b = body_op(c, p);
+  if (b->reduce == CWM_RED_NONE) return; /* a bias or scale read elementwise gains nothing */
+  const cwm_expr *rd = NULL;
+  int same = 1;
+  find_read(b->body, t, &rd, &same);
+  if (!rd || !same || rd->nargs != in->ndim) return;
+  rewrite_t rw;
+  memset(&rw, 0, sizeof rw);
+  rw.stage = p;
+  int nroot = b->ndim + b->nred;
+  for (int r = 0; r < CWM_MAX_DIMS * 2; r++) rw.root_dim[r] = -1;
+  for (int d = 0; d < in->ndim; d++) {
+    const cwm_expr *a = rd->args[d];
+    if (a->kind == CWM_X_VAR && a->var >= 0 && a->var < nroot && rw.root_dim[a->var] < 0) rw.root_dim[a->var] = d;
+    else if (a->kind == CWM_X_CONST && a->value >= 0 && a->value < in->shape[d] && a->value == (long)a->value)
+      rw.fixed[d] = (long)a->value;
+    else
+      return; /* only plain axes (and fixed positions) have a layout to follow */
+  }
+  /* terminal parts of the indexing axes, ordered by the loop they end up in (and their place in
+   * a fused loop) */
+  const cwm_stage *ust = &s->stages[p];
+  int cand[CWM_MAX_NODES], nc = 0;
+  long key[CWM_MAX_NODES];
+  for (int i = 0; i < ust->nnodes; i++) {
+    const cwm_node *n = &ust->nodes[i];
+    if (n->nparts || n->is_fuse) continue;
+    int r = node_root(ust, i);
+    if (r < 0 || r >= nroot || rw.root_dim[r] < 0) continue;
+    int leaf = i, rank = 0;
+    if (!is_leaf(ust, i)) {
+      leaf = n->fused;
+      for (int d = 0; d < 16 && leaf >= 0 && !is_leaf(ust, leaf); d++) leaf = ust->nodes[leaf].fused;
+      if (leaf < 0 || !is_leaf(ust, leaf)) return; /* fused, then split again */
+      int count = 0;
+      rank = fuse_rank(ust, leaf, i, &count, 0);
+      if (rank < 0) return;
+    }
+    cand[nc] = i;
+    key[nc++] = (long)stage_iter_pos(ust, leaf) * 1024 + rank;
+  }
+  for (int i = 1; i < nc; i++) /* insertion sort: a handful of parts */
+    for (int j = i; j > 0 && key[j - 1] > key[j]; j--) {
+      long tk = key[j]; key[j] = key[j - 1]; key[j - 1] = tk;
+      int tc = cand[j]; cand[j] = cand[j - 1]; cand[j - 1] = tc;
+    }
+  long size = 1, orig = 1;
+  for (int d = 0; d < in->ndim; d++) orig *= in->shape[d];
+  for (int i = 0; i < nc; i++) {
+    long e = ust->nodes[cand[i]].extent;
+    if (e <= 1) continue;
+    if (rw.ndim == RW_MAX_DIMS) return;
+    rw.node[rw.ndim] = cand[i];
+    rw.extent[rw.ndim++] = e;
+    size *= e;
+    if (size > 8 * orig + 4096 || size > (1L << 31)) return; /* padding out of proportion */
+  }
+  rw.size = size;
+  for (int d = rw.ndim - 1; d >= 0; d--) rw.stride[d] = d == rw.ndim - 1 ? 1 : rw.stride[d + 1] * rw.extent[d + 1];
+  /* the same layout as the tensor's own (no padding, same strides): nothing to rewrite */
+  if (size == orig) {
+    int identity = 1;
+    for (int d = 0; d < rw.ndim && identity; d++) {
+      int dim = rw.root_dim[node_root(ust, rw.node[d])];
+      long ds = 1;
+      for (int e = dim + 1; e < in->ndim; e++) ds *= in->shape[e];
+      identity = orig_stride(ust, rw.node[d], ds) == rw.stride[d];
+    }
+    if (identity) return;
+  }
+  /* each dim's index in the kernel: the part's own loop value in a root stage; in an attached
+   * stage the global axis value (region base + local loops) split the way the parts divide it */
+  if (!c->L[p].local) {
+    for (int d = 0; d < rw.ndim; d++) {
+      rw.val[d] = node_lin(c, p, rw.node[d], 0);
+      if (!rw.val[d].ok) return;
+    }
+  } else {
+    lin_t *val = cwm_xcalloc(CWM_MAX_NODES, sizeof *val);
+    int ok = 1;
+    for (int r = 0; r < nroot && ok; r++) {
+      if (rw.root_dim[r] < 0) continue;
+      int rn = -1;
+      for (int i = 0; i < ust->nnodes; i++)
+        if (ust->nodes[i].root == r) { rn = i; break; }
+      lin_t v = root_lin(c, p, r);
+      ok = rn >= 0 && v.ok && decompose(c, ust, rn, &v, val, 0);
+    }
+    for (int d = 0; d < rw.ndim && ok; d++) {
+      rw.val[d] = val[rw.node[d]];
+      ok = rw.val[d].ok;
+    }
+    free(val);
+    if (!ok) return; /* the tile does not line up with the parts: keep the original layout */
+  }
+  c->rw[t] = cwm_xmalloc(sizeof rw);
+  *c->rw[t] = rw;
+}
+
+static void plan_rewrites(ctx_t *c) {
+  const cwm_workload *w = cwm_dag_workload(c->s->dag);
+  for (int t = 0; t < w->nops && t < CWM_MAX_OPS; t++) plan_rewrite(c, t);
+}
+
+static void ctx_free(ctx_t *c) {
+  for (int t = 0; t < CWM_MAX_OPS; t++) free(c->rw[t]);
+  free(c);
+}
+
+/* The index of a read of e->tensor in stage p's body as linear forms over the loops, with each
+ * indexed dim's extent: the new layout of a rewritten input, the region of a local buffer, or
+ * the tensor's shape. env gives the stage's root values. Returns the number of dims. */
+static int read_index(ctx_t *c, int p, const cwm_expr *e, const lin_t *env, lin_t *idx, long *dims) {
+  const rewrite_t *rw = e->tensor >= 0 && e->tensor < CWM_MAX_OPS ? c->rw[e->tensor] : NULL;
+  if (rw && rw->stage == p) {
+    for (int d = 0; d < rw->ndim; d++) {
+      idx[d] = rw->val[d];
+      dims[d] = rw->extent[d];
+    }
+    return rw->ndim;
+  }
+  int q = state_stage_of_tid(c->s, e->tensor);
+  const cwm_op *op = tensor_op(c, e->tensor);
+  int local = q >= 0 && c->L[q].local;
+  int n = e->nargs < CWM_MAX_DIMS ? e->nargs : CWM_MAX_DIMS;
+  for (int i = 0; i < n; i++) {
+    idx[i] = expr_lin(c, e->args[i], env);
+    dims[i] = local ? c->L[q].dims[i] : op->shape[i];
+  }
+  return n;
 }
 
 static void lower_all(ctx_t *c) {
@@ -321,6 +614,8 @@ static void lower_all(ctx_t *c) {
       if (node_max(st, i, 0) >= ext && c->L[p].nguard < CWM_MAX_NODES) c->L[p].guard[c->L[p].nguard++] = i;
     }
   }
+  c->cur_stage = -1;
+  if (!c->ref) plan_rewrites(c);
 }
 
 /* ---- names ---- */
@@ -340,6 +635,11 @@ static void buf_name(ctx_t *c, int tid, char *out, size_t n) {
   const cwm_op *op = tensor_op(c, tid);
   if (c->text) snprintf(out, n, "%s", op->name);
   else sanitize(op->name, out, n);
+  /* the kernel's parameter for a rewritten input holds the converted copy */
+  if (!c->text && tid >= 0 && tid < CWM_MAX_OPS && c->rw[tid]) {
+    size_t len = strlen(out);
+    snprintf(out + len, n - len, "_packed");
+  }
 }
 
 static void var_name(ctx_t *c, int p, int node, char *out, size_t n) {
@@ -484,6 +784,29 @@ static void emit_read(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int d
     emit_expr(c, body_op(c, q)->body, env2, o, depth + 1);
     cwm_buf_puts(o, ")");
     for (int i = 0; i < nidx; i++) free(env2[i]);
+  } else if (e->tensor >= 0 && e->tensor < CWM_MAX_OPS && c->rw[e->tensor]) {
+    /* a rewritten input: indexed by the loops its layout follows */
+    const rewrite_t *rw = c->rw[e->tensor];
+    char nm[128];
+    buf_name(c, e->tensor, nm, sizeof nm);
+    if (rw->stage != c->cur_stage && !c->failed) {
+      c->failed = 1;
+      cwm_fail(c->err, CWM_EINTERNAL, "rewritten input %s read outside stage %d", nm, rw->stage);
+    }
+    cwm_buf_printf(o, "%s[", nm);
+    for (int d = 0; d < rw->ndim; d++) {
+      if (c->text) {
+        cwm_buf_puts(o, d ? ", " : "");
+        emit_lin(c, &rw->val[d], o);
+      } else {
+        cwm_buf_puts(o, d ? " + (" : "(");
+        emit_lin(c, &rw->val[d], o);
+        cwm_buf_puts(o, ")");
+        if (rw->stride[d] != 1) cwm_buf_printf(o, "*%ld", rw->stride[d]);
+      }
+    }
+    if (!rw->ndim) cwm_buf_puts(o, "0");
+    cwm_buf_puts(o, "]");
   } else {
     char nm[128];
     buf_name(c, e->tensor, nm, sizeof nm);
@@ -719,6 +1042,7 @@ static void emit_init_stmt(ctx_t *c, int p, int depth) {
 static void emit_update_stmt(ctx_t *c, int p, int depth) {
   const cwm_op *b = body_op(c, p);
   if (c->collect) collect_store(c, p, 0);
+  c->cur_stage = p;
   int nroot = b->ndim + b->nred;
   char *env[CWM_MAX_DIMS * 2];
   for (int r = 0; r < nroot; r++) env[r] = root_value(c, p, r, 1);
@@ -735,6 +1059,7 @@ static void emit_update_stmt(ctx_t *c, int p, int depth) {
   char *cond = guard_cond(c, p, 0);
   emit_guarded(c, depth, cond, o.s);
   free(cond);
+  c->cur_stage = -1;
   for (int r = 0; r < nroot; r++) free(env[r]);
   cwm_buf_free(&val);
   cwm_buf_free(&tgt);
@@ -846,11 +1171,8 @@ typedef struct cse_s {
   int vec[CSE_MAX];
 } cse_t;
 
-/* Flattened-index stride of leaf node `leaf` of stage p in a read or store, or -1 if unknown. */
-static long flat_stride(ctx_t *c, int p, int leaf, const lin_t *idx, int nidx, int q_tid) {
-  int q = state_stage_of_tid(c->s, q_tid);
-  const cwm_op *op = tensor_op(c, q_tid);
-  int local = q >= 0 && c->L[q].local;
+/* Flattened-index stride of leaf node `leaf` of stage p in an index over dims, or -1 if unknown. */
+static long flat_stride(int p, int leaf, const lin_t *idx, const long *dims, int nidx) {
   long stride = 1, total = 0;
   for (int d = nidx - 1; d >= 0; d--) {
     if (!idx[d].ok) return -1;
@@ -861,7 +1183,7 @@ static long flat_stride(ctx_t *c, int p, int leaf, const lin_t *idx, int nidx, i
         total += stride * idx[d].coef[k];
       }
     }
-    stride *= local ? c->L[q].dims[d] : op->shape[d];
+    stride *= dims[d];
   }
   return total;
 }
@@ -875,9 +1197,10 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
   case CWM_X_READ: {
     int q = state_stage_of_tid(c->s, e->tensor);
     if (q >= 0 && c->s->stages[q].loc == CWM_LOC_INLINE) return -1;
-    lin_t idx[CWM_MAX_DIMS];
-    for (int i = 0; i < e->nargs; i++) idx[i] = expr_lin(c, e->args[i], lenv);
-    long st = flat_stride(c, p, leaf, idx, e->nargs, e->tensor);
+    lin_t idx[RW_MAX_DIMS];
+    long dims[RW_MAX_DIMS];
+    int nidx = read_index(c, p, e, lenv, idx, dims);
+    long st = flat_stride(p, leaf, idx, dims, nidx);
     if (st != 0 && st != 1) return -1;
     cwm_buf r;
     cwm_buf_init(&r);
@@ -1002,7 +1325,9 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   cwm_buf_init(&probe);
   for (int j = 0; j < nt; j++) c->ov_val[j] = 0;
   for (int r = 0; r < nroot; r++) env[r] = root_value(c, p, r, 1);
+  c->cur_stage = p;
   int kind = emit_vexpr(c, p, vleaf, b->body, env, lenv, &probe);
+  c->cur_stage = -1;
   for (int r = 0; r < nroot; r++) free(env[r]);
   cwm_buf_free(&probe);
   c->nov = 0;
@@ -1029,7 +1354,9 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
     emit_store_target(c, p, &tgt[t]);
     for (int r = 0; r < nroot; r++) env[r] = root_value(c, p, r, 1);
     c->cse = &cse;
+    c->cur_stage = p;
     emit_vexpr(c, p, vleaf, b->body, env, lenv, &upd[t]);
+    c->cur_stage = -1;
     c->cse = NULL;
     for (int r = 0; r < nroot; r++) free(env[r]);
     snprintf(acc[t], sizeof acc[t], "acc%ld", t);
@@ -1188,19 +1515,18 @@ static void emit_stage_ref(ctx_t *c, int p, int depth) {
 
 /* ---- store collection: what the Ansor-style features are computed from ---- */
 
-static void add_access(ctx_t *c, cwm_store *so, int tid, const lin_t *idx, int nidx, int is_write) {
+static void add_access(ctx_t *c, cwm_store *so, int tid, const lin_t *idx, const long *dims, int nidx,
+                       int is_write) {
   if (so->nacc >= CWM_STORE_MAX_ACC) return;
   int q = state_stage_of_tid(c->s, tid);
-  const cwm_op *op = tensor_op(c, tid);
-  int local = q >= 0 && c->L[q].local;
   cwm_access *a = &so->acc[so->nacc++];
   memset(a, 0, sizeof *a);
   a->tid = tid;
-  a->is_local = local;
+  a->is_local = q >= 0 && c->L[q].local;
   a->is_write = is_write;
   a->is_read = !is_write;
   a->elems = 1;
-  for (int d = 0; d < nidx; d++) a->elems *= local ? c->L[q].dims[d] : op->shape[d];
+  for (int d = 0; d < nidx; d++) a->elems *= dims[d];
   for (int l = 0; l < so->nloops; l++) {
     long total = 0, stride = 1;
     int unknown = 0;
@@ -1213,7 +1539,7 @@ static void add_access(ctx_t *c, cwm_store *so, int tid, const lin_t *idx, int n
           else total += stride * idx[d].coef[k];
         }
       }
-      stride *= local ? c->L[q].dims[d] : op->shape[d];
+      stride *= dims[d];
     }
     a->stride[l] = unknown ? -1 : total;
   }
@@ -1223,11 +1549,16 @@ static void count_expr(ctx_t *c, cwm_store *so, const cwm_expr *e, const lin_t *
   if (!e || depth > 32) return;
   switch (e->kind) {
   case CWM_X_READ: {
-    lin_t idx[CWM_MAX_DIMS];
-    for (int i = 0; i < e->nargs && i < CWM_MAX_DIMS; i++) idx[i] = expr_lin(c, e->args[i], env);
+    lin_t idx[RW_MAX_DIMS];
+    long dims[RW_MAX_DIMS];
     int q = state_stage_of_tid(c->s, e->tensor);
-    if (q >= 0 && c->s->stages[q].loc == CWM_LOC_INLINE) count_expr(c, so, body_op(c, q)->body, idx, depth + 1);
-    else add_access(c, so, e->tensor, idx, e->nargs, 0);
+    if (q >= 0 && c->s->stages[q].loc == CWM_LOC_INLINE) {
+      for (int i = 0; i < e->nargs && i < CWM_MAX_DIMS; i++) idx[i] = expr_lin(c, e->args[i], env);
+      count_expr(c, so, body_op(c, q)->body, idx, depth + 1);
+    } else {
+      int n = read_index(c, so->stage, e, env, idx, dims);
+      add_access(c, so, e->tensor, idx, dims, n, 0);
+    }
     return; /* index arithmetic is not counted as float work */
   }
   case CWM_X_BIN:
@@ -1274,10 +1605,12 @@ static void collect_store(ctx_t *c, int p, int is_init) {
     int node = st->out_node[d];
     tidx[d] = c->L[p].local || st->nodes[node].root < 0 ? node_lin(c, p, node, 0) : root_lin(c, p, st->nodes[node].root);
   }
-  add_access(c, so, st->tid, tidx, st->nout, 1);
+  long tdims[CWM_MAX_DIMS];
+  for (int d = 0; d < st->nout; d++) tdims[d] = c->L[p].local ? c->L[p].dims[d] : tensor_op(c, st->tid)->shape[d];
+  add_access(c, so, st->tid, tidx, tdims, st->nout, 1);
   if (is_init) return;
   if (b->reduce != CWM_RED_NONE) {
-    add_access(c, so, st->tid, tidx, st->nout, 0);
+    add_access(c, so, st->tid, tidx, tdims, st->nout, 0);
     if (b->reduce == CWM_RED_SUM) so->fadd++;
     else so->fcmp++;
   }
@@ -1300,7 +1633,7 @@ int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err) 
   *out = c->stores;
   *n = c->nstores;
   cwm_buf_free(&body);
-  free(c);
+  ctx_free(c);
   return 0;
 }
 
@@ -1308,6 +1641,127 @@ int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err) 
 
 static int is_output(const cwm_state *s, int p) {
   return s->stages[p].tid == cwm_dag_workload(s->dag)->output;
+}
+
+/* The value of node `node` of the rewrite's stage (before bound inference) composed from the new
+ * layout's dims, named names[d]; conditions for its parts being in range go to cond. */
+static void compose_value(const cwm_state *s, const rewrite_t *rw, int node, char (*names)[96],
+                          cwm_buf *o, cwm_buf *cond, int depth) {
+  const cwm_stage *ust = &s->stages[rw->stage];
+  const cwm_node *n = &ust->nodes[node];
+  if (depth > 32) { cwm_buf_puts(o, "0"); return; }
+  if (!n->nparts) {
+    for (int d = 0; d < rw->ndim; d++)
+      if (rw->node[d] == node) { cwm_buf_puts(o, names[d]); return; }
+    cwm_buf_puts(o, "0"); /* a part of extent 1 */
+    return;
+  }
+  cwm_buf v;
+  cwm_buf_init(&v);
+  for (int k = 0; k < n->nparts; k++) {
+    cwm_buf t;
+    cwm_buf_init(&t);
+    compose_value(s, rw, n->parts[k], names, &t, cond, depth + 1);
+    if (strcmp(t.s, "0")) {
+      long st = split_stride(ust, n, k);
+      if (v.len) cwm_buf_puts(&v, " + ");
+      if (st != 1) cwm_buf_printf(&v, "%ld*", st);
+      cwm_buf_puts(&v, strpbrk(t.s, " ") && st != 1 ? "(" : "");
+      cwm_buf_puts(&v, t.s);
+      cwm_buf_puts(&v, strpbrk(t.s, " ") && st != 1 ? ")" : "");
+    }
+    cwm_buf_free(&t);
+  }
+  if (!v.len) cwm_buf_puts(&v, "0");
+  /* an inner node whose parts can overshoot it: the slots past its extent are padding */
+  if (n->root < 0 && node_max(ust, node, 0) >= n->extent && cond)
+    cwm_buf_printf(cond, "%s%s%s%s < %d", cond->len ? " && " : "", strchr(v.s, ' ') ? "(" : "", v.s,
+                   strchr(v.s, ' ') ? ")" : "", n->extent);
+  cwm_buf_puts(o, v.s);
+  cwm_buf_free(&v);
+}
+
+/* Original index of dim d of tensor t (from the new dims), and the range conditions. */
+static void original_index(const cwm_state *s, const rewrite_t *rw, const cwm_op *in, int d,
+                           char (*names)[96], cwm_buf *o, cwm_buf *cond) {
+  const cwm_stage *ust = &s->stages[rw->stage];
+  int r = -1;
+  for (int q = 0; q < CWM_MAX_DIMS * 2; q++)
+    if (rw->root_dim[q] == d) r = q;
+  if (r < 0) { /* a fixed position: the read's constant */
+    cwm_buf_printf(o, "%ld", rw->fixed[d]);
+    return;
+  }
+  int rn = -1;
+  for (int i = 0; i < ust->nnodes; i++)
+    if (ust->nodes[i].root == r) { rn = i; break; }
+  cwm_buf v;
+  cwm_buf_init(&v);
+  compose_value(s, rw, rn, names, &v, cond, 0);
+  long bound = ust->nodes[rn].extent < in->shape[d] ? ust->nodes[rn].extent : in->shape[d];
+  if (cond && node_max(ust, rn, 0) >= bound)
+    cwm_buf_printf(cond, "%s%s%s%s < %ld", cond->len ? " && " : "", strchr(v.s, ' ') ? "(" : "", v.s,
+                   strchr(v.s, ' ') ? ")" : "", bound);
+  cwm_buf_puts(o, v.s);
+  cwm_buf_free(&v);
+}
+
+/* "[48, 3, 256, 16] by (j.0, k.0, k.1, j.3): W[16*j.0 + j.3, 256*k.0 + k.1]" */
+static void layout_text(const cwm_state *s, const rewrite_t *rw, const cwm_op *in, char *out, size_t n) {
+  char names[RW_MAX_DIMS][96];
+  cwm_buf b;
+  cwm_buf_init(&b);
+  cwm_buf_puts(&b, "[");
+  for (int d = 0; d < rw->ndim; d++) cwm_buf_printf(&b, "%s%ld", d ? ", " : "", rw->extent[d]);
+  cwm_buf_puts(&b, "] by (");
+  for (int d = 0; d < rw->ndim; d++) {
+    cwm_node_name(s, rw->stage, rw->node[d], names[d], sizeof names[d]);
+    cwm_buf_printf(&b, "%s%s", d ? ", " : "", names[d]);
+  }
+  cwm_buf_printf(&b, "): %s[", in->name);
+  for (int d = 0; d < in->ndim; d++) {
+    if (d) cwm_buf_puts(&b, ", ");
+    original_index(s, rw, in, d, names, &b, NULL);
+  }
+  cwm_buf_puts(&b, "]");
+  snprintf(out, n, "%s", b.s);
+  cwm_buf_free(&b);
+}
+
+/* void <fn>(const float *restrict W, float *restrict W_packed): fills the new layout in order. */
+static void emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *fn, cwm_buf *o) {
+  char nm[128], names[RW_MAX_DIMS][96];
+  sanitize(in->name, nm, sizeof nm);
+  cwm_buf_printf(o, "void %s(const float *restrict %s, float *restrict %s_packed) {\n  long o = 0;\n", fn, nm, nm);
+  for (int d = 0; d < rw->ndim; d++) {
+    snprintf(names[d], sizeof names[d], "d%d", d);
+    cwm_buf_indent(o, d + 1);
+    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
+  }
+  cwm_buf cond, idx;
+  cwm_buf_init(&cond);
+  cwm_buf_init(&idx);
+  for (int d = 0; d < in->ndim; d++) {
+    long st = 1;
+    for (int e = d + 1; e < in->ndim; e++) st *= in->shape[e];
+    cwm_buf v;
+    cwm_buf_init(&v);
+    original_index(c->s, rw, in, d, names, &v, &cond);
+    if (strcmp(v.s, "0")) {
+      if (idx.len) cwm_buf_puts(&idx, " + ");
+      if (st != 1) cwm_buf_printf(&idx, "(%s)*%ld", v.s, st);
+      else cwm_buf_puts(&idx, v.s);
+    }
+    cwm_buf_free(&v);
+  }
+  cwm_buf_indent(o, rw->ndim + 1);
+  if (cond.len)
+    cwm_buf_printf(o, "%s_packed[o++] = %s ? %s[%s] : 0.0f;\n", nm, cond.s, nm, idx.len ? idx.s : "0");
+  else
+    cwm_buf_printf(o, "%s_packed[o++] = %s[%s];\n", nm, nm, idx.len ? idx.s : "0");
+  cwm_buf_puts(o, "}\n");
+  cwm_buf_free(&cond);
+  cwm_buf_free(&idx);
 }
 
 char *cwm_state_print(const cwm_state *s) {
@@ -1323,7 +1777,20 @@ char *cwm_state_print(const cwm_state *s) {
     if (!cwm_stage_is_placeholder(s, p)) continue;
     cwm_buf_printf(&b, "placeholder %s[", op->name);
     for (int d = 0; d < op->ndim; d++) cwm_buf_printf(&b, "%s%d", d ? ", " : "", op->shape[d]);
-    cwm_buf_puts(&b, "]\n");
+    cwm_buf_puts(&b, op->is_const ? "] const" : "]");
+    int t = s->stages[p].tid;
+    const rewrite_t *rw = t >= 0 && t < CWM_MAX_OPS ? c->rw[t] : NULL;
+    if (rw) {
+      /* the reads below index this layout: [part:extent, ...] of the reading stage's loops */
+      cwm_buf_puts(&b, " layout [");
+      for (int d = 0; d < rw->ndim; d++) {
+        char nm[256];
+        cwm_node_name(s, rw->stage, rw->node[d], nm, sizeof nm);
+        cwm_buf_printf(&b, "%s%s:%ld", d ? ", " : "", nm, rw->extent[d]);
+      }
+      cwm_buf_puts(&b, "]");
+    }
+    cwm_buf_puts(&b, "\n");
   }
   for (int p = 0; p < s->nstages; p++) {
     if (cwm_stage_is_placeholder(s, p)) continue;
@@ -1336,7 +1803,7 @@ char *cwm_state_print(const cwm_state *s) {
     if (!is_output(s, p)) emit_alloc_and_stage(c, p, 0);
     else emit_stage(c, p, 0);
   }
-  free(c);
+  ctx_free(c);
   return cwm_buf_take(&b);
 }
 
@@ -1367,7 +1834,7 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
   if (c->ref)
     for (int p = 0; p < s->nstages; p++)
       if (!cwm_stage_is_placeholder(s, p) && (s->stages[p].loc != CWM_LOC_ROOT || s->nsteps)) {
-        free(c);
+        ctx_free(c);
         cwm_buf_free(&body);
         return cwm_fail(err, CWM_EINTERNAL, "reference code needs the initial state");
       }
@@ -1403,14 +1870,36 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
     for (int d = 0; d < op->ndim; d++) n *= op->shape[d];
     k->arg_len[a] = n;
     snprintf(k->arg_name[a], CWM_MAX_NAME, "%s", op->name);
+    const rewrite_t *rw = a < k->nargs - 1 && k->arg_tid[a] < CWM_MAX_OPS ? c->rw[k->arg_tid[a]] : NULL;
+    if (rw) {
+      k->src_len[a] = n;
+      k->arg_len[a] = rw->size;
+      k->npacked++;
+      layout_text(s, rw, op, k->layout[a], sizeof k->layout[a]);
+    }
   }
   k->red_len = max_reduction(w);
+  if (c->failed) {
+    ctx_free(c);
+    cwm_buf_free(&body);
+    return err && err->code ? (int)err->code : CWM_EINTERNAL;
+  }
+  /* the name hashes the loop nest and the conversions (they fix the layouts it reads) */
+  cwm_buf packs;
+  cwm_buf_init(&packs);
+  for (int a = 0; a < k->nargs; a++)
+    if (k->src_len[a]) emit_pack(c, c->rw[k->arg_tid[a]], &w->ops[k->arg_tid[a]], "PACK", &packs);
   char key[17];
-  cwm_hash_hex(cwm_hash64(body.s ? body.s : "", body.len) ^ (c->ref ? 0x5bd1e995ULL : 0), key);
+  uint64_t h = cwm_hash64(body.s ? body.s : "", body.len);
+  if (packs.len) h ^= cwm_hash64(packs.s, packs.len) * 0x9e3779b97f4a7c15ULL;
+  cwm_buf_free(&packs);
+  cwm_hash_hex(h ^ (c->ref ? 0x5bd1e995ULL : 0), key);
   if (o && o->fn_name) snprintf(k->fn, sizeof k->fn, "%s", o->fn_name);
   else snprintf(k->fn, sizeof k->fn, "cwm_%s_%s", c->ref ? "ref" : "k", key);
   snprintf(k->entry, sizeof k->entry, "%s_entry", k->fn);
-  cwm_buf_printf(&b, "/* %s: workload %s, %d steps (generated by cwm %s) */\n", k->fn, w->name, s->nsteps, CWM_VERSION);
+  char wname[sizeof w->name];
+  cwm_codegen_safe_name(w->name, wname, sizeof wname); /* names come from files: never raw into C */
+  cwm_buf_printf(&b, "/* %s: workload %s, %d steps (generated by cwm %s) */\n", k->fn, wname, s->nsteps, CWM_VERSION);
   if (c->used_vec)
     cwm_buf_puts(&b, "#ifndef CWM_VEC_DEFS\n#define CWM_VEC_DEFS\n"
                      "typedef float cwm_v8f __attribute__((vector_size(32)));\n"
@@ -1422,16 +1911,31 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
                      "#else\n#define CWM_INREG(v) ((void)0)\n#endif\n#endif\n");
   cwm_buf_printf(&b, "void %s(", k->fn);
   for (int a = 0; a < k->nargs; a++)
-    cwm_buf_printf(&b, "%s%sfloat *restrict %s", a ? ", " : "", a < k->nargs - 1 ? "const " : "", k->arg_name[a]);
+    cwm_buf_printf(&b, "%s%sfloat *restrict %s%s", a ? ", " : "", a < k->nargs - 1 ? "const " : "", k->arg_name[a],
+                   k->src_len[a] ? "_packed" : "");
   cwm_buf_puts(&b, ") {\n");
   cwm_buf_puts(&b, body.s ? body.s : "");
   cwm_buf_puts(&b, "}\n");
   cwm_buf_printf(&b, "void %s(float *const *args) { %s(", k->entry, k->fn);
   for (int a = 0; a < k->nargs; a++) cwm_buf_printf(&b, "%sargs[%d]", a ? ", " : "", a);
   cwm_buf_puts(&b, "); }\n");
+  if (k->npacked) {
+    /* the conversions into the layouts the kernel reads: run once per weight, not per call */
+    for (int a = 0; a < k->nargs; a++) {
+      if (!k->src_len[a]) continue;
+      snprintf(k->pack_fn[a], sizeof k->pack_fn[a], "%s_pack_%s", k->fn, k->arg_name[a]);
+      cwm_buf_printf(&b, "/* %s: %s %s */\n", k->pack_fn[a], k->arg_name[a], k->layout[a]);
+      emit_pack(c, c->rw[k->arg_tid[a]], &w->ops[k->arg_tid[a]], k->pack_fn[a], &b);
+    }
+    snprintf(k->pack_entry, sizeof k->pack_entry, "%s_pack_entry", k->fn);
+    cwm_buf_printf(&b, "void %s(float *const *src, float *const *dst) {", k->pack_entry);
+    for (int a = 0; a < k->nargs; a++)
+      if (k->src_len[a]) cwm_buf_printf(&b, " %s(src[%d], dst[%d]);", k->pack_fn[a], a, a);
+    cwm_buf_puts(&b, " }\n");
+  }
   k->body = cwm_buf_take(&b);
   cwm_buf_free(&body);
-  free(c);
+  ctx_free(c);
   return 0;
 }
 
@@ -1445,5 +1949,21 @@ void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c) {
   c->body = k->body;
   c->entry = k->entry;
   c->nargs = k->nargs;
-  for (int i = 0; i < k->nargs; i++) c->arg_len[i] = k->arg_len[i];
+  for (int i = 0; i < k->nargs; i++) {
+    c->arg_len[i] = k->arg_len[i];
+    c->src_len[i] = k->src_len[i];
+  }
+  c->pack_entry = k->npacked ? k->pack_entry : NULL;
+}
+
+void cwm_codegen_safe_name(const char *s, char *out, size_t n) {
+  if (!n) return;
+  size_t i = 0;
+  for (; s && s[i] && i + 1 < n; i++) {
+    char c = s[i];
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+             c == '+' || c == '-' || c == '=';
+    out[i] = ok ? c : '_';
+  }
+  out[i] = 0;
 }

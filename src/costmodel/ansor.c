@@ -5,11 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <xgboost/c_api.h>
 
 #include "cwm/costmodel.h"
+#include "cwm/xgb.h"
 
 #define NF CWM_ANSOR_NFEAT
 #define MAX_ROUNDS 10000       /* Ansor's num_boost_round */
@@ -38,22 +36,16 @@ typedef struct {
   float *rows;
   long nrows, caprows;
   long last_train; /* programs in the set at the last training; 0: never trained */
-  BoosterHandle bst;
+  const cwm_xgb_api *x; /* XGBoost, opened at creation */
+  cwm_xgb_booster bst;
 } ansor_model;
 
-static int xgb_fail(cwm_err *err, const char *what) {
-  const char *m = XGBGetLastError();
-  return cwm_fail(err, CWM_EDEP, "xgboost: %s: %s", what, m && *m ? m : "unknown error");
-}
-
-/* XGBoost threads: 2, or 1 on machines with fewer than 4 CPUs, where two OpenMP threads that
- * spin at their barriers while the CPUs are busy slowed training down up to 50x. */
+/* XGBoost threads: see cwm_xgb_nthread. */
 static const char *nthread(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 && n < 4 ? "1" : "2";
+  return cwm_xgb_nthread() == 1 ? "1" : "2";
 }
 
-static int set_train_params(BoosterHandle b, uint64_t seed, cwm_err *err) {
+static int set_train_params(const cwm_xgb_api *x, cwm_xgb_booster b, uint64_t seed, cwm_err *err) {
   char sd[32];
   snprintf(sd, sizeof sd, "%d", (int)(seed % 2147483647u));
   const char *kv[][2] = {
@@ -69,13 +61,13 @@ static int set_train_params(BoosterHandle b, uint64_t seed, cwm_err *err) {
       {"disable_default_eval_metric", "1"},
   };
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-    if (XGBoosterSetParam(b, kv[i][0], kv[i][1]) != 0) return xgb_fail(err, "setting parameters");
+    if (x->XGBoosterSetParam(b, kv[i][0], kv[i][1]) != 0) return cwm_xgb_fail(x, err, "setting parameters");
   return CWM_OK;
 }
 
-static int set_run_params(BoosterHandle b, cwm_err *err) {
-  if (XGBoosterSetParam(b, "nthread", nthread()) != 0 || XGBoosterSetParam(b, "verbosity", "0") != 0)
-    return xgb_fail(err, "setting parameters");
+static int set_run_params(const cwm_xgb_api *x, cwm_xgb_booster b, cwm_err *err) {
+  if (x->XGBoosterSetParam(b, "nthread", nthread()) != 0 || x->XGBoosterSetParam(b, "verbosity", "0") != 0)
+    return cwm_xgb_fail(x, err, "setting parameters");
   return CWM_OK;
 }
 
@@ -152,23 +144,24 @@ static int train(ansor_model *m, cwm_err *err) {
       lab[m->prog[p].row0 + r] = y[p];
       wt[m->prog[p].row0 + r] = y[p]; /* sample weight = normalised throughput, as Ansor */
     }
-  DMatrixHandle d = NULL;
-  BoosterHandle b = NULL;
+  const cwm_xgb_api *x = m->x;
+  cwm_xgb_dmatrix d = NULL;
+  cwm_xgb_booster b = NULL;
   int rc = CWM_OK;
-  if (XGDMatrixCreateFromMat(m->rows, (bst_ulong)n, NF, NAN, &d) != 0) {
-    rc = xgb_fail(err, "creating the training matrix");
+  if (x->XGDMatrixCreateFromMat(m->rows, (cwm_xgb_ulong)n, NF, NAN, &d) != 0) {
+    rc = cwm_xgb_fail(x, err, "creating the training matrix");
     goto out;
   }
-  if (XGDMatrixSetFloatInfo(d, "label", lab, (bst_ulong)n) != 0 ||
-      XGDMatrixSetFloatInfo(d, "weight", wt, (bst_ulong)n) != 0) {
-    rc = xgb_fail(err, "setting labels");
+  if (x->XGDMatrixSetFloatInfo(d, "label", lab, (cwm_xgb_ulong)n) != 0 ||
+      x->XGDMatrixSetFloatInfo(d, "weight", wt, (cwm_xgb_ulong)n) != 0) {
+    rc = cwm_xgb_fail(x, err, "setting labels");
     goto out;
   }
-  if (XGBoosterCreate(&d, 1, &b) != 0) {
-    rc = xgb_fail(err, "creating a booster");
+  if (x->XGBoosterCreate(&d, 1, &b) != 0) {
+    rc = cwm_xgb_fail(x, err, "creating a booster");
     goto out;
   }
-  if ((rc = set_train_params(b, m->seed, err))) goto out;
+  if ((rc = set_train_params(x, b, m->seed, err))) goto out;
   /* pack-sum squared error as a custom objective: every row of a program gets the gradient of
    * (sum of the program's predictions - y)^2 / 2, weighted by y */
   const char *cfg = "{\"type\": 1, \"training\": true, \"iteration_begin\": 0, \"iteration_end\": 0, "
@@ -176,11 +169,11 @@ static int train(ansor_model *m, cwm_err *err) {
   double best = INFINITY;
   int best_it = 0;
   for (int it = 0; it < MAX_ROUNDS; it++) {
-    bst_ulong const *shape;
-    bst_ulong dim;
+    cwm_xgb_ulong const *shape;
+    cwm_xgb_ulong dim;
     const float *pred;
-    if (XGBoosterPredictFromDMatrix(b, d, cfg, &shape, &dim, &pred) != 0) {
-      rc = xgb_fail(err, "predicting during training");
+    if (x->XGBoosterPredictFromDMatrix(b, d, cfg, &shape, &dim, &pred) != 0) {
+      rc = cwm_xgb_fail(x, err, "predicting during training");
       goto out;
     }
     double se = 0;
@@ -207,18 +200,18 @@ static int train(ansor_model *m, cwm_err *err) {
         break;
       }
     }
-    if (XGBoosterBoostOneIter(b, d, grad, hess, (bst_ulong)n) != 0) {
-      rc = xgb_fail(err, "boosting");
+    if (x->XGBoosterBoostOneIter(b, d, grad, hess, (cwm_xgb_ulong)n) != 0) {
+      rc = cwm_xgb_fail(x, err, "boosting");
       goto out;
     }
   }
-  if (m->bst) XGBoosterFree(m->bst);
+  if (m->bst) x->XGBoosterFree(m->bst);
   m->bst = b;
   b = NULL;
   m->last_train = m->nprog;
 out:
-  if (b) XGBoosterFree(b);
-  if (d) XGDMatrixFree(d);
+  if (b) x->XGBoosterFree(b);
+  if (d) x->XGDMatrixFree(d);
   free(y);
   free(lab);
   free(wt);
@@ -275,18 +268,19 @@ static int ansor_predict(cwm_costmodel *cm, cwm_state *const *states, int n, dou
   }
   int rc = CWM_OK;
   const float *pred = NULL;
-  DMatrixHandle d = NULL;
+  const cwm_xgb_api *x = m->x;
+  cwm_xgb_dmatrix d = NULL;
   if (total > 0) {
-    bst_ulong const *shape;
-    bst_ulong dim;
+    cwm_xgb_ulong const *shape;
+    cwm_xgb_ulong dim;
     const char *cfg = "{\"type\": 0, \"training\": false, \"iteration_begin\": 0, \"iteration_end\": 0, "
                       "\"strict_shape\": false}";
-    if (XGDMatrixCreateFromMat(all, (bst_ulong)total, NF, NAN, &d) != 0) {
-      rc = xgb_fail(err, "creating the prediction matrix");
+    if (x->XGDMatrixCreateFromMat(all, (cwm_xgb_ulong)total, NF, NAN, &d) != 0) {
+      rc = cwm_xgb_fail(x, err, "creating the prediction matrix");
       goto out;
     }
-    if (XGBoosterPredictFromDMatrix(m->bst, d, cfg, &shape, &dim, &pred) != 0) {
-      rc = xgb_fail(err, "predicting");
+    if (x->XGBoosterPredictFromDMatrix(m->bst, d, cfg, &shape, &dim, &pred) != 0) {
+      rc = cwm_xgb_fail(x, err, "predicting");
       goto out;
     }
   }
@@ -302,7 +296,7 @@ static int ansor_predict(cwm_costmodel *cm, cwm_state *const *states, int n, dou
     scores[i] = s;
   }
 out:
-  if (d) XGDMatrixFree(d);
+  if (d) x->XGDMatrixFree(d);
   free(all);
   free(cnt);
   return rc;
@@ -359,9 +353,9 @@ static double get_f64(const unsigned char *p) {
 static int ansor_save(cwm_costmodel *cm, const char *path, cwm_err *err) {
   ansor_model *m = (ansor_model *)cm;
   const char *bbuf = NULL;
-  bst_ulong blen = 0;
-  if (m->bst && XGBoosterSaveModelToBuffer(m->bst, "{\"format\": \"ubj\"}", &blen, &bbuf) != 0)
-    return xgb_fail(err, "serialising the booster");
+  cwm_xgb_ulong blen = 0;
+  if (m->bst && m->x->XGBoosterSaveModelToBuffer(m->bst, "{\"format\": \"ubj\"}", &blen, &bbuf) != 0)
+    return cwm_xgb_fail(m->x, err, "serialising the booster");
   float *y = cwm_xmalloc(sizeof(float) * (size_t)(m->nprog ? m->nprog : 1));
   compute_labels(m, y);
   cwm_buf b;
@@ -400,13 +394,12 @@ static int is_hex_key(const unsigned char *k) {
   return 1;
 }
 
-static int load_file(ansor_model *m, const char *path, cwm_err *err) {
-  size_t len = 0;
-  cwm_err e = {0};
-  unsigned char *data = (unsigned char *)cwm_read_file(path, &len, &e);
-  if (!data) return cwm_fail(err, CWM_EMODEL, "model file %s: %s", path, e.msg);
+/* Parses a whole model file held in memory (path only names it in messages); every field is
+ * checked before anything is committed to m, so a bad file leaves m as it was. */
+static int load_buffer(ansor_model *m, const unsigned char *data, size_t len, const char *path, cwm_err *err) {
   int rc = CWM_OK;
-  BoosterHandle bst = NULL;
+  const cwm_xgb_api *x = m->x;
+  cwm_xgb_booster bst = NULL;
   if (len < HDR_BYTES + 8) {
     rc = cwm_fail(err, CWM_EMODEL, "model file %s: truncated (%zu bytes)", path, len);
     goto out;
@@ -467,17 +460,22 @@ static int load_file(ansor_model *m, const char *path, cwm_err *err) {
                     (unsigned long long)(i / NF));
       goto out;
     }
+  char why[160];
+  if (blen && cwm_xgb_booster_check(bp, (size_t)blen, NF, why, sizeof why) != 0) {
+    rc = cwm_fail(err, CWM_EMODEL, "model file %s: the booster is not one this model writes: %s", path, why);
+    goto out;
+  }
   if (blen) {
-    if (XGBoosterCreate(NULL, 0, &bst) != 0) {
-      rc = xgb_fail(err, "creating a booster");
+    if (x->XGBoosterCreate(NULL, 0, &bst) != 0) {
+      rc = cwm_xgb_fail(x, err, "creating a booster");
       goto out;
     }
-    if (XGBoosterLoadModelFromBuffer(bst, bp, (bst_ulong)blen) != 0) {
-      const char *xm = XGBGetLastError();
+    if (x->XGBoosterLoadModelFromBuffer(bst, bp, (cwm_xgb_ulong)blen) != 0) {
+      const char *xm = x->XGBGetLastError();
       rc = cwm_fail(err, CWM_EMODEL, "model file %s: the booster does not load: %s", path, xm ? xm : "");
       goto out;
     }
-    if ((rc = set_run_params(bst, err))) goto out;
+    if ((rc = set_run_params(x, bst, err))) goto out;
   }
   /* commit */
   float *row = cwm_xmalloc(sizeof(float) * NF * 64);
@@ -494,11 +492,20 @@ static int load_file(ansor_model *m, const char *path, cwm_err *err) {
   }
   free(row);
   m->last_train = (long)last;
-  if (m->bst) XGBoosterFree(m->bst);
+  if (m->bst) x->XGBoosterFree(m->bst);
   m->bst = bst;
   bst = NULL;
 out:
-  if (bst) XGBoosterFree(bst);
+  if (bst) x->XGBoosterFree(bst);
+  return rc;
+}
+
+static int load_file(ansor_model *m, const char *path, cwm_err *err) {
+  size_t len = 0;
+  cwm_err e = {0};
+  unsigned char *data = (unsigned char *)cwm_read_file(path, &len, &e);
+  if (!data) return cwm_fail(err, CWM_EMODEL, "model file %s: %s", path, e.msg);
+  int rc = load_buffer(m, data, len, path, err);
   free(data);
   return rc;
 }
@@ -506,28 +513,24 @@ out:
 static void ansor_free(cwm_costmodel *cm) {
   ansor_model *m = (ansor_model *)cm;
   if (!m) return;
-  if (m->bst) XGBoosterFree(m->bst);
+  if (m->bst) m->x->XGBoosterFree(m->bst);
   free(m->prog);
   free(m->rows);
   free(m);
 }
 
 cwm_costmodel *cwm_costmodel_ansor(uint64_t seed, const char *pretrained, cwm_err *err) {
-  /* XGBoost must answer before we rely on it */
-  int maj = -1, min = -1, pat = -1;
-  XGBoostVersion(&maj, &min, &pat);
-  if (maj < 1) {
-    cwm_fail(err, CWM_EDEP, "xgboost: unusable library version %d.%d.%d", maj, min, pat);
+  /* XGBoost must answer before we rely on it: a missing library is CWM_EDEP here, not later */
+  const cwm_xgb_api *x = cwm_xgb(err);
+  if (!x) return NULL;
+  cwm_xgb_booster probe = NULL;
+  if (x->XGBoosterCreate(NULL, 0, &probe) != 0) {
+    cwm_xgb_fail(x, err, "cannot initialise");
     return NULL;
   }
-  XGBSetGlobalConfig("{\"verbosity\": 0}");
-  BoosterHandle probe = NULL;
-  if (XGBoosterCreate(NULL, 0, &probe) != 0) {
-    xgb_fail(err, "cannot initialise");
-    return NULL;
-  }
-  XGBoosterFree(probe);
+  x->XGBoosterFree(probe);
   ansor_model *m = cwm_xcalloc(1, sizeof *m);
+  m->x = x;
   m->base.name = "ansor";
   m->base.update = ansor_update;
   m->base.predict = ansor_predict;
@@ -540,4 +543,14 @@ cwm_costmodel *cwm_costmodel_ansor(uint64_t seed, const char *pretrained, cwm_er
     return NULL;
   }
   return &m->base;
+}
+
+cwm_costmodel *cwm_costmodel_ansor_from_buffer(uint64_t seed, const void *data, size_t len, cwm_err *err) {
+  cwm_costmodel *cm = cwm_costmodel_ansor(seed, NULL, err);
+  if (!cm) return NULL;
+  if (load_buffer((ansor_model *)cm, data, len, "(in memory)", err) != 0) {
+    ansor_free(cm);
+    return NULL;
+  }
+  return cm;
 }

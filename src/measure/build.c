@@ -31,6 +31,7 @@ void cwm_measure_opts_default(cwm_measure_opts *o) {
   o->threads = 1;
   o->repeats = 5;
   o->min_repeat_ms = 50;
+  o->budget_s = 1.0;
   o->flush_cache = 0;
   o->run_timeout_s = 10;
   o->build_timeout_s = 60;

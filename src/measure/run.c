@@ -170,6 +170,19 @@ static double time_calls(kernel_fn fn, float *const *args, long number) {
   return now_s() - t0;
 }
 
+/* A 64-byte aligned block of len floats for argument i, or the child reports that it could not. */
+static float *child_alloc(int wfd, child_msg *m, long len, int i) {
+  size_t bytes = ((size_t)(len > 0 ? len : 1) * sizeof(float) + 63) & ~(size_t)63;
+  float *a = aligned_alloc(64, bytes);
+  if (!a) {
+    m->error = CWM_MERR_RUNTIME;
+    snprintf(m->msg, sizeof m->msg, "cannot allocate %.1f MiB for argument %d within the memory limit",
+             (double)bytes / 1048576.0, i);
+    send_and_exit(wfd, m);
+  }
+  return a;
+}
+
 /* Runs in the forked child and never returns. shared_out, if set, is the output buffer (a shared
  * mapping the parent reads back: the reference); timing = 0 runs once only. */
 static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const char *so,
@@ -236,32 +249,37 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     f(thr);
   }
 
-  float *args[CWM_MAX_ARGS];
+  float *args[CWM_MAX_ARGS], *src[CWM_MAX_ARGS];
   int nargs = c->nargs;
   for (int i = 0; i < nargs; i++) {
     int is_out = i == nargs - 1;
+    int packed = !is_out && c->pack_entry && c->src_len[i] > 0;
     long len = c->arg_len[i] > 0 ? c->arg_len[i] : 1;
-    if (is_out && shared_out) {
-      args[i] = shared_out;
-    } else {
-      size_t bytes = ((size_t)len * sizeof(float) + 63) & ~(size_t)63;
-      args[i] = aligned_alloc(64, bytes);
-      if (!args[i]) {
-        m.error = CWM_MERR_RUNTIME;
-        snprintf(m.msg, sizeof m.msg, "cannot allocate %.1f MiB for argument %d within the memory limit",
-                 (double)bytes / 1048576.0, i);
-        send_and_exit(wfd, &m);
-      }
+    args[i] = is_out && shared_out ? shared_out : child_alloc(wfd, &m, len, i);
+    src[i] = packed ? child_alloc(wfd, &m, c->src_len[i], i) : args[i];
+    if (is_out || packed) /* an element the kernel (or the conversion) misses stays NaN */
+      for (long j = 0; j < len; j++) args[i][j] = NAN;
+    if (!is_out) cwm_measure_fill(src[i], packed ? c->src_len[i] : len, o->seed, i);
+  }
+  if (c->pack_entry) {
+    /* weights stored in the kernel's layout: converted once from the seeded data, untimed */
+    void *psym = dlsym(h, c->pack_entry);
+    if (!psym) {
+      m.error = CWM_MERR_INSTANTIATION;
+      snprintf(m.msg, sizeof m.msg, "layout conversion '%s' not found in the built object", c->pack_entry);
+      send_and_exit(wfd, &m);
     }
-    if (is_out) {
-      for (long j = 0; j < len; j++) args[i][j] = NAN; /* an element the kernel misses stays NaN */
-    } else {
-      cwm_measure_fill(args[i], len, o->seed, i);
-    }
+    void (*pack)(float *const *, float *const *);
+    memcpy(&pack, &psym, sizeof pack);
+    pack(src, args);
+    for (int i = 0; i < nargs; i++)
+      if (src[i] != args[i]) free(src[i]);
   }
   float *out = args[nargs - 1];
 
-  fn(args);
+  /* The checked call is also the warm-up: it touches every page and loads the code, and its
+   * time seeds the calibration of calls per repeat. */
+  double t_first = time_calls(fn, args, 1);
   if (o->check && ref && ref->out) {
     if (ref->len != c->arg_len[nargs - 1]) {
       m.error = CWM_MERR_WRONG_ANSWER;
@@ -282,7 +300,7 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
    * reports fewer repeats instead of being killed as a time-out. */
   double deadline = t_start + 0.8 * timeout;
   double target = (o->min_repeat_ms > 0 ? o->min_repeat_ms : 0) / 1000.0;
-  double t_warm = time_calls(fn, args, 1);
+  double t_warm = t_first;
   long number = 1;
   if (t_warm < target) {
     double t_cal0 = now_s();
@@ -295,9 +313,12 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     }
   }
   int repeats = o->repeats < 1 ? 1 : o->repeats > 32 ? 32 : o->repeats;
-  double last = 0;
+  double last = 0, spent = 0;
   for (int r = 0; r < repeats; r++) {
     if (r > 0 && now_s() + last > deadline) break;
+    /* a slow candidate's median needs fewer repeats than a fast one's: stop at 3 once the
+     * budget is spent (a 400 ms kernel costs 4 calls instead of 7) */
+    if (r >= 3 && o->budget_s > 0 && spent >= o->budget_s) break;
     if (flush_buf) {
       memset(flush_buf, r + 1, FLUSH_BYTES);
       __asm__ __volatile__("" : : "r"(flush_buf) : "memory"); /* keep the stores */
@@ -305,6 +326,7 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     double t = time_calls(fn, args, number);
     m.costs[m.ncosts++] = t / (double)number;
     last = t;
+    spent += t;
   }
   send_and_exit(wfd, &m);
 }

@@ -3,7 +3,9 @@
  * generations under the cost model (roulette selection, mutation), picks the best unmeasured
  * candidates plus a few random ones (epsilon-greedy), measures them, appends their records to
  * the log and updates the model. A log that already holds records of the workload is resumed:
- * those programs teach the model and are never measured again. */
+ * those programs teach the model and are never measured again. The tuner (cwm_tuner_*) runs one
+ * round at a time so that the task scheduler can share trials among tasks; cwm_tune is the loop
+ * over rounds for a single workload. */
 #include "cwm/search.h"
 #include "cwm/costmodel.h"
 #include "cwm/sketch.h"
@@ -74,10 +76,11 @@ typedef struct {
   double cost;
 } measured_t;
 
-struct tuner {
+struct cwm_tuner {
   cwm_task *task;
   cwm_costmodel *model;
-  const cwm_tune_opts *o;
+  cwm_tune_opts opts;
+  const cwm_tune_opts *o; /* &opts */
   cwm_rng rng;
   hset seen;        /* measured programs */
   measured_t *meas; /* measured programs that ran, kept for seeding the population */
@@ -86,11 +89,15 @@ struct tuner {
   cwm_step best_steps[CWM_MAX_STEPS];
   int best_n;
   cwm_log *log;
-  cwm_tune_result *res;
+  int own_log;      /* log opened here (from log_path) rather than lent by cwm_tuner_set_log */
+  char key[17];
+  double t0;
+  cwm_tune_result st; /* counters; best_* are filled only by cwm_tuner_result */
+  cwm_tune_result *res; /* &st */
 };
 
-static void note(struct tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(struct tuner *t, const char *fmt, ...) {
+static void note(struct cwm_tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct cwm_tuner *t, const char *fmt, ...) {
   if (!t->o->progress) return;
   char buf[512];
   va_list ap;
@@ -100,7 +107,7 @@ static void note(struct tuner *t, const char *fmt, ...) {
   t->o->progress(t->o->progress_ud, buf);
 }
 
-static void keep_measured(struct tuner *t, cwm_state *s, const cwm_record *r) {
+static void keep_measured(struct cwm_tuner *t, cwm_state *s, const cwm_record *r) {
   if (r->error) {
     cwm_state_free(s);
     return;
@@ -125,54 +132,88 @@ static int cmp_meas(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Loads the log's records of this workload: they count as measured and train the model. */
-static int resume(struct tuner *t, const char *key, cwm_err *err) {
-  cwm_log_iter *it = cwm_log_iter_open(t->o->log_path, err);
-  if (!it) return 0; /* no log yet */
-  cwm_record r;
-  cwm_record_init(&r);
-  int n = 0, cap = 0;
-  cwm_state **states = NULL;
-  cwm_record *recs = NULL;
-  int rc;
-  while ((rc = cwm_log_iter_next(it, &r, err)) == 1) {
-    if (strcmp(r.key, key)) {
-      cwm_record_free(&r);
-      continue;
-    }
-    cwm_state *s = NULL;
-    cwm_err e = {0};
-    if (cwm_state_replay(cwm_task_dag(t->task), r.steps, r.nsteps, &s, NULL, &e)) {
-      cwm_record_free(&r);
-      t->res->skipped++;
-      continue;
-    }
-    if (n == cap) {
-      cap = cap ? cap * 2 : 64;
-      states = cwm_xrealloc(states, sizeof *states * (size_t)cap);
-      recs = cwm_xrealloc(recs, sizeof *recs * (size_t)cap);
-    }
-    states[n] = s;
-    recs[n] = r;
-    cwm_record_init(&r);
-    n++;
-  }
-  t->res->corrupt_lines = cwm_log_iter_nbad(it);
-  cwm_log_iter_close(it);
-  if (rc < 0) return err->code;
+/* Takes measured programs (states[i] is the program of recs[i], both owned by the caller's
+ * arrays; the states pass to the tuner): they count as measured and train the model. */
+static int resume_apply(struct cwm_tuner *t, cwm_state **states, cwm_record *recs, int n, cwm_err *err) {
   for (int i = 0; i < n; i++) {
     hset_add(&t->seen, state_hash(states[i]));
     if (recs[i].error) t->res->errors++;
   }
-  if (n && cwm_costmodel_update(t->model, states, recs, n, err)) return err->code;
+  int rc = n ? cwm_costmodel_update(t->model, states, recs, n, err) : 0;
   for (int i = 0; i < n; i++) {
-    keep_measured(t, states[i], &recs[i]);
-    cwm_record_free(&recs[i]);
+    if (rc) cwm_state_free(states[i]);
+    else keep_measured(t, states[i], &recs[i]);
   }
-  t->res->resumed = n;
-  free(states);
-  free(recs);
-  return 0;
+  if (!rc) t->res->resumed += n;
+  return rc;
+}
+
+typedef struct {
+  cwm_state **states;
+  cwm_record *recs;
+  int n, cap;
+} resume_buf;
+
+/* Replays one record of this workload into the buffer (taking the record); a record whose steps
+ * no longer fit the workload is skipped and counted. */
+static void resume_add(struct cwm_tuner *t, resume_buf *b, cwm_record *r) {
+  cwm_state *s = NULL;
+  cwm_err e = {0};
+  if (cwm_state_replay(cwm_task_dag(t->task), r->steps, r->nsteps, &s, NULL, &e)) {
+    cwm_record_free(r);
+    t->res->skipped++;
+    return;
+  }
+  if (b->n == b->cap) {
+    b->cap = b->cap ? b->cap * 2 : 64;
+    b->states = cwm_xrealloc(b->states, sizeof *b->states * (size_t)b->cap);
+    b->recs = cwm_xrealloc(b->recs, sizeof *b->recs * (size_t)b->cap);
+  }
+  b->states[b->n] = s;
+  b->recs[b->n] = *r;
+  cwm_record_init(r);
+  b->n++;
+}
+
+static int resume_finish(struct cwm_tuner *t, resume_buf *b, int rc, cwm_err *err) {
+  if (!rc) rc = resume_apply(t, b->states, b->recs, b->n, err);
+  else
+    for (int i = 0; i < b->n; i++) cwm_state_free(b->states[i]);
+  for (int i = 0; i < b->n; i++) cwm_record_free(&b->recs[i]);
+  free(b->states);
+  free(b->recs);
+  return rc;
+}
+
+/* Loads the log's records of this workload. A log that does not exist yet holds none. */
+static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
+  cwm_log_iter *it = cwm_log_iter_open(path, err);
+  if (!it) return 0; /* no log yet */
+  cwm_record r;
+  cwm_record_init(&r);
+  resume_buf b = {0};
+  int rc;
+  while ((rc = cwm_log_iter_next(it, &r, err)) == 1) {
+    if (strcmp(r.key, t->key)) {
+      cwm_record_free(&r);
+      continue;
+    }
+    resume_add(t, &b, &r);
+  }
+  t->res->corrupt_lines += cwm_log_iter_nbad(it);
+  cwm_log_iter_close(it);
+  return resume_finish(t, &b, rc < 0 ? err->code : 0, err);
+}
+
+int cwm_tuner_resume(cwm_tuner *t, const cwm_record *recs, int n, cwm_err *err) {
+  resume_buf b = {0};
+  for (int i = 0; i < n; i++) {
+    if (strcmp(recs[i].key, t->key)) continue;
+    cwm_record r;
+    cwm_record_copy(&r, &recs[i]);
+    resume_add(t, &b, &r);
+  }
+  return resume_finish(t, &b, 0, err);
 }
 
 typedef struct {
@@ -212,7 +253,7 @@ static void best_offer(best_t *b, const cand_t *c) {
   hset_add(&b->in, c->h);
 }
 
-static int score_all(struct tuner *t, cand_t *pop, int n, cwm_err *err) {
+static int score_all(struct cwm_tuner *t, cand_t *pop, int n, cwm_err *err) {
   cwm_state **ss = cwm_xmalloc(sizeof *ss * (size_t)(n ? n : 1));
   double *sc = cwm_xmalloc(sizeof *sc * (size_t)(n ? n : 1));
   for (int i = 0; i < n; i++) ss[i] = pop[i].s;
@@ -224,7 +265,7 @@ static int score_all(struct tuner *t, cand_t *pop, int n, cwm_err *err) {
 }
 
 /* One round's picks: up to `want` unmeasured programs, best predicted first, the last few random. */
-static int search_round(struct tuner *t, int want, cwm_state ***picks, int *npicks, cwm_err *err) {
+static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *npicks, cwm_err *err) {
   const cwm_tune_opts *o = t->o;
   const cwm_dag *d = cwm_task_dag(t->task);
   cwm_state **init = NULL;
@@ -309,91 +350,142 @@ static int search_round(struct tuner *t, int want, cwm_state ***picks, int *npic
   return rc;
 }
 
-int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_tune_result *res,
-             cwm_err *err) {
-  struct tuner t = {0};
-  t.task = task;
-  t.model = model;
-  t.o = o;
-  t.res = res;
-  t.best_cost = 1e10;
-  memset(res, 0, sizeof *res);
-  cwm_rng_seed(&t.rng, o->seed);
-  double t0 = cwm_now();
-  char key[17];
-  cwm_workload_key(cwm_dag_workload(cwm_task_dag(task)), key);
-  int rc = 0;
+cwm_tuner *cwm_tuner_new(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_err *err) {
+  cwm_tuner *t = cwm_xcalloc(1, sizeof *t);
+  t->task = task;
+  t->model = model;
+  t->opts = *o;
+  t->o = &t->opts;
+  t->res = &t->st;
+  t->best_cost = 1e10;
+  t->t0 = cwm_now();
+  cwm_rng_seed(&t->rng, o->seed);
+  cwm_workload_key(cwm_dag_workload(cwm_task_dag(task)), t->key);
   if (o->log_path) {
-    if ((rc = resume(&t, key, err))) goto done;
-    if (res->resumed) note(&t, "resumed %d records of this workload from %s (%d corrupt lines skipped)", res->resumed,
-                           o->log_path, res->corrupt_lines);
-    if (!(t.log = cwm_log_open(o->log_path, err))) {
-      rc = err->code;
-      goto done;
+    if (resume_file(t, o->log_path, err) || !(t->log = cwm_log_open(o->log_path, err))) {
+      cwm_tuner_free(t);
+      return NULL;
+    }
+    t->own_log = 1;
+  }
+  return t;
+}
+
+void cwm_tuner_set_log(cwm_tuner *t, cwm_log *log) {
+  if (t->own_log) cwm_log_close(t->log);
+  t->log = log;
+  t->own_log = 0;
+}
+
+int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
+  const cwm_tune_opts *o = t->o;
+  cwm_tune_result *res = t->res;
+  *nmeasured = 0;
+  if (want <= 0 || (o->stop && *o->stop)) return 0;
+  cwm_state **picks;
+  int np;
+  int rc = search_round(t, want, &picks, &np, err);
+  if (rc) return rc;
+  /* measure in chunks so that an interrupt ends the round soon, keeping what was measured */
+  cwm_record *recs = cwm_xcalloc((size_t)(np ? np : 1), sizeof *recs);
+  int nm = 0;
+  for (int c0 = 0; c0 < np && !(o->stop && *o->stop); c0 += 16) {
+    int cn = np - c0 < 16 ? np - c0 : 16;
+    if ((rc = cwm_task_measure(t->task, picks + c0, cn, recs + c0, err))) break;
+    for (int i = c0; i < c0 + cn; i++) {
+      if (t->log && (rc = cwm_log_append(t->log, &recs[i], err))) break;
+      hset_add(&t->seen, state_hash(picks[i]));
+      if (recs[i].error) res->errors++;
+    }
+    nm = c0 + cn;
+    if (rc) break;
+  }
+  if (!rc && nm) rc = cwm_costmodel_update(t->model, picks, recs, nm, err);
+  for (int i = 0; i < np; i++) {
+    if (i < nm) {
+      keep_measured(t, picks[i], &recs[i]);
+      cwm_record_free(&recs[i]);
+    } else {
+      cwm_state_free(picks[i]);
     }
   }
+  free(recs);
+  free(picks);
+  res->measured += nm;
+  *nmeasured = nm;
+  return rc;
+}
+
+double cwm_tuner_best(const cwm_tuner *t) { return t->best_cost; }
+
+int cwm_tuner_best_steps(const cwm_tuner *t, const cwm_step **steps) {
+  *steps = t->best_steps;
+  return t->best_n;
+}
+
+int cwm_tuner_trials(const cwm_tuner *t) { return t->st.resumed + t->st.measured; }
+
+cwm_task *cwm_tuner_task(const cwm_tuner *t) { return t->task; }
+
+void cwm_tuner_result(const cwm_tuner *t, cwm_tune_result *res) {
+  *res = t->st;
+  res->best_cost = t->best_cost;
+  res->best_nsteps = t->best_n;
+  res->best_steps = NULL;
+  if (t->best_n) {
+    res->best_steps = cwm_xmalloc(sizeof(cwm_step) * (size_t)t->best_n);
+    memcpy(res->best_steps, t->best_steps, sizeof(cwm_step) * (size_t)t->best_n);
+  }
+  res->seconds = cwm_now() - t->t0;
+}
+
+void cwm_tuner_free(cwm_tuner *t) {
+  if (!t) return;
+  if (t->own_log) cwm_log_close(t->log);
+  for (int i = 0; i < t->nmeas; i++) cwm_state_free(t->meas[i].s);
+  free(t->meas);
+  free(t->seen.h);
+  free(t);
+}
+
+int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_tune_result *res,
+             cwm_err *err) {
+  memset(res, 0, sizeof *res);
+  res->best_cost = 1e10;
+  double t0 = cwm_now();
+  cwm_tuner *t = cwm_tuner_new(task, model, o, err);
+  if (!t) {
+    res->seconds = cwm_now() - t0;
+    return err->code;
+  }
+  if (t->st.resumed)
+    note(t, "resumed %d records of this workload from %s (%d corrupt lines skipped)", t->st.resumed, o->log_path,
+         t->st.corrupt_lines);
   double flops = cwm_task_flops(task);
-  int done_trials = res->resumed, round = 0, stalls = 0;
+  int done_trials = t->st.resumed, round = 0, stalls = 0, rc = 0;
   while (done_trials < o->trials && !(o->stop && *o->stop)) {
     int want = o->per_round < o->trials - done_trials ? o->per_round : o->trials - done_trials;
-    cwm_state **picks;
-    int np;
     double rs = cwm_now();
-    if ((rc = search_round(&t, want, &picks, &np, err))) goto done;
-    if (np == 0) {
-      free(picks);
+    int nm = 0;
+    if ((rc = cwm_tuner_round(t, want, &nm, err))) break;
+    if (nm == 0) {
+      if (o->stop && *o->stop) break;
       if (++stalls >= 3) {
-        note(&t, "the search space is exhausted: no new candidates");
+        note(t, "the search space is exhausted: no new candidates");
         break;
       }
       continue;
     }
-    /* measure in chunks so that an interrupt ends the round soon, keeping what was measured */
-    cwm_record *recs = cwm_xcalloc((size_t)np, sizeof *recs);
-    int nm = 0;
-    for (int c0 = 0; c0 < np && !(o->stop && *o->stop); c0 += 16) {
-      int cn = np - c0 < 16 ? np - c0 : 16;
-      if ((rc = cwm_task_measure(task, picks + c0, cn, recs + c0, err))) break;
-      for (int i = c0; i < c0 + cn; i++) {
-        if (t.log && (rc = cwm_log_append(t.log, &recs[i], err))) break;
-        hset_add(&t.seen, state_hash(picks[i]));
-        if (recs[i].error) res->errors++;
-      }
-      nm = c0 + cn;
-      if (rc) break;
-    }
-    if (!rc && nm) rc = cwm_costmodel_update(model, picks, recs, nm, err);
-    for (int i = 0; i < np; i++) {
-      if (i < nm) {
-        keep_measured(&t, picks[i], &recs[i]);
-        cwm_record_free(&recs[i]);
-      } else {
-        cwm_state_free(picks[i]);
-      }
-    }
-    free(recs);
-    free(picks);
-    if (rc) goto done;
-    res->measured += nm;
     done_trials += nm;
     round++;
-    double el = cwm_now() - t0, per = (cwm_now() - rs) / (nm ? nm : 1);
-    note(&t, "round %d: %d/%d trials, best %.2f us (%.2f GFLOP/s), %d errors, %.0f s elapsed, ETA %.0f s", round,
-         done_trials, o->trials, t.best_cost < 1e9 ? t.best_cost * 1e6 : 0.0,
-         t.best_cost < 1e9 ? flops / t.best_cost * 1e-9 : 0.0, res->errors, el, per * (o->trials - done_trials));
+    double el = cwm_now() - t0, per = (cwm_now() - rs) / nm;
+    note(t, "round %d: %d/%d trials, best %.2f us (%.2f GFLOP/s), %d errors, %.0f s elapsed, ETA %.0f s", round,
+         done_trials, o->trials, t->best_cost < 1e9 ? t->best_cost * 1e6 : 0.0,
+         t->best_cost < 1e9 ? flops / t->best_cost * 1e-9 : 0.0, t->st.errors, el, per * (o->trials - done_trials));
   }
-done:
-  if (t.log) cwm_log_close(t.log);
-  res->best_cost = t.best_cost;
-  res->best_nsteps = t.best_n;
-  if (t.best_n) {
-    res->best_steps = cwm_xmalloc(sizeof(cwm_step) * (size_t)t.best_n);
-    memcpy(res->best_steps, t.best_steps, sizeof(cwm_step) * (size_t)t.best_n);
-  }
+  cwm_tuner_result(t, res);
   res->seconds = cwm_now() - t0;
-  for (int i = 0; i < t.nmeas; i++) cwm_state_free(t.meas[i].s);
-  free(t.meas);
-  free(t.seen.h);
+  cwm_tuner_free(t);
   if (!rc && res->best_cost >= 1e9 && res->measured + res->resumed > 0)
     return cwm_fail(err, CWM_ENOSCHED, "every measured candidate failed (%d errors); see the log for the kinds",
                     res->errors);

@@ -29,6 +29,12 @@ cwm_dag *cwm_dag_new(const cwm_workload *w, cwm_err *err) {
     cwm_fail(err, CWM_EPARSE, "workload has %d ops", w->nops);
     return NULL;
   }
+  /* every tensor is a stage of the initial state, whose stage table is smaller than ops[] */
+  if (w->nops > CWM_MAX_STAGES) {
+    cwm_fail(err, CWM_EPARSE, "workload has %d tensors; a schedule holds at most %d stages", w->nops,
+             CWM_MAX_STAGES);
+    return NULL;
+  }
   cwm_dag *d = cwm_xcalloc(1, sizeof *d);
   d->w = *w;
   for (int i = 0; i < w->nops; i++) {

@@ -155,8 +155,8 @@ static void gen_dense(cwm_buf *b, const spec_vals *s) {
   long long M = val(s, "M"), N = val(s, "N"), K = val(s, "K");
   int bias = (int)val(s, "bias"), act = (int)val(s, "act");
   int epi = bias || act != ACT_NONE;
-  cwm_buf_printf(b, "input A[%lld, %lld]\ninput W[%lld, %lld]\n", M, K, N, K);
-  if (bias) cwm_buf_printf(b, "input bias[%lld]\n", N);
+  cwm_buf_printf(b, "input A[%lld, %lld]\ninput W[%lld, %lld] const\n", M, K, N, K);
+  if (bias) cwm_buf_printf(b, "input bias[%lld] const\n", N);
   cwm_buf_printf(b, "%s[i:%lld, j:%lld] = sum(k:%lld : A[i, k] * W[j, k])\n", epi ? "D" : "out",
                  M, N, K);
   if (epi) {
@@ -194,9 +194,9 @@ static void gen_conv(cwm_buf *b, const spec_vals *s, int depthwise) {
   long long OH = (H + 2 * pad - R) / st + 1, OW = (W + 2 * pad - S) / st + 1;
   const char *ko = depthwise ? "c" : "k"; /* output-channel axis */
   cwm_buf_printf(b, "input I[1, %lld, %lld, %lld]\n", C, H, W);
-  if (depthwise) cwm_buf_printf(b, "input Wt[%lld, 1, %lld, %lld]\n", C, R, S);
-  else cwm_buf_printf(b, "input Wt[%lld, %lld, %lld, %lld]\n", K, C, R, S);
-  if (bias) cwm_buf_printf(b, "input bias[%lld]\n", K);
+  if (depthwise) cwm_buf_printf(b, "input Wt[%lld, 1, %lld, %lld] const\n", C, R, S);
+  else cwm_buf_printf(b, "input Wt[%lld, %lld, %lld, %lld] const\n", K, C, R, S);
+  if (bias) cwm_buf_printf(b, "input bias[%lld] const\n", K);
   const char *src = "I";
   if (pad > 0) {
     src = "P";

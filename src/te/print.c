@@ -126,7 +126,7 @@ char *cwm_workload_print(const cwm_workload *w) {
     if (o->is_input) {
       cwm_buf_printf(&b, "input %s[", o->name);
       for (int d = 0; d < nd; d++) cwm_buf_printf(&b, "%s%d", d ? ", " : "", o->shape[d]);
-      cwm_buf_puts(&b, "]\n");
+      cwm_buf_puts(&b, o->is_const ? "] const\n" : "]\n");
       continue;
     }
     last = i;

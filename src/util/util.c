@@ -199,3 +199,13 @@ int cwm_mkdir_p(const char *path, cwm_err *err) {
     return cwm_fail(err, CWM_EIO, "%s: cannot create directory: %s", tmp, strerror(errno));
   return CWM_OK;
 }
+
+void cwm_progressf(cwm_progress_fn fn, void *ud, const char *fmt, ...) {
+  if (!fn) return;
+  char buf[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fn(ud, buf);
+}

@@ -1,0 +1,143 @@
+/* world.h: the compiler world model (DESIGN.md, "The world model in detail"): the tokenizer and
+ * transformer encoder E (text of a state -> z), the action embedding and TransH transition F
+ * (z_{t-1}, a_t -> z_t), and the LambdaMART ranker on the rolled-out final state plus action and
+ * hardware features; one versioned model file holding all of it; training from trajectory files
+ * and tuning logs; and the cost model "world" the search uses.
+ *
+ * At search time E runs once per workload (z_0, cached by workload key); scoring a candidate is
+ * T TransH steps (each action's normal and translation are cached by the action's fields) and
+ * one tree-ensemble prediction, so no intermediate program is built or printed. */
+#ifndef CWM_WORLD_H
+#define CWM_WORLD_H
+
+#include "cwm/costmodel.h"
+#include "cwm/nn.h"
+#include "cwm/ranker.h"
+#include "cwm/state.h"
+#include "cwm/tokenizer.h"
+
+/* Model file format version of the world model (inside the container's own version). */
+#define CWM_WORLD_VERSION 1
+
+typedef struct {
+  cwm_enc_config enc; /* vocab is set from the vocabulary */
+  int no_transition;  /* ablation: the ranker sees z_0 (no rollout) instead of z_T */
+  float margin;       /* rollout margin-ranking gamma, on distances divided by width; 0.1 */
+} cwm_world_config;
+
+void cwm_world_config_default(cwm_world_config *c);
+
+typedef struct cwm_world cwm_world;
+
+/* A fresh, untrained model over vocab (ownership passes to the model). */
+cwm_world *cwm_world_new(const cwm_world_config *c, cwm_vocab *vocab, uint64_t seed, cwm_err *err);
+/* Loads a model file; CWM_EMODEL naming the file and what is wrong (truncated, altered, another
+ * version, missing or misshapen tensors); CWM_EDEP without OpenBLAS. */
+cwm_world *cwm_world_load(const char *path, cwm_err *err);
+/* Writes the model (atomically: temporary name, then rename). */
+int cwm_world_save(cwm_world *w, const char *path, cwm_err *err);
+void cwm_world_free(cwm_world *w);
+
+const cwm_world_config *cwm_world_get_config(const cwm_world *w);
+int cwm_world_width(const cwm_world *w);
+const cwm_vocab *cwm_world_vocab(const cwm_world *w);
+cwm_encoder *cwm_world_encoder(cwm_world *w);
+cwm_ranker *cwm_world_ranker(cwm_world *w); /* NULL until a ranker is trained or loaded */
+void cwm_world_set_ranker(cwm_world *w, cwm_ranker *r); /* takes ownership, frees the old one */
+void cwm_world_set_no_transition(cwm_world *w, int on);
+/* Free-form provenance kept in the model file ("trained on ... in ... s"). */
+void cwm_world_set_notes(cwm_world *w, const char *notes);
+const char *cwm_world_notes(const cwm_world *w);
+
+/* E: encodes n state texts into out [n, width] (inference; batched internally). */
+int cwm_world_encode(cwm_world *w, const char *const *texts, int n, float *out, cwm_err *err);
+
+/* F: rolls z0 forward through steps[0..n) into zT [width] (all intermediate states into
+ * trace [n, width] when not NULL). Uses the action cache. */
+int cwm_world_rollout(cwm_world *w, const float *z0, const cwm_step *steps, int n, float *zT, float *trace);
+
+/* The ranker's feature row of a candidate: [zT (width) | action features (CWM_ACT_NFEAT)]. */
+int cwm_world_nfeat(const cwm_world *w);
+void cwm_world_row(cwm_world *w, const float *zT, const cwm_step *steps, int n, const cwm_state *final,
+                   float *row);
+
+/* ---- action embedding + TransH, for training (transition.c) ---------------------------------- */
+
+/* The fields of one step as ids into the action embedding table; returns how many (<= 48). */
+#define CWM_ACT_MAXF 48
+int cwm_action_ids(const cwm_step *s, int *ids);
+int cwm_action_vocab(void);
+
+/* ---- training (train.c) -------------------------------------------------------------------- */
+
+typedef struct {
+  const char *traj_path;    /* trajectory file (cwm dataset sample) for encoder and transition */
+  const char *log_path;     /* measured records (tuning log / dataset measure) for the ranker */
+  double valid_fraction;    /* by workload key; 0.1 */
+  int epochs;               /* encoder/transition epochs; 2 */
+  int batch;                /* 32 */
+  int max_traj;             /* trajectories used per part (0: all) */
+  float lr;                 /* 1e-3 */
+  float temperature;        /* InfoNCE; 0.1 */
+  int ranker_rounds;        /* 300 */
+  uint64_t seed;
+  int no_contrastive;       /* ablation: skip encoder training (random encoder) */
+  volatile int *stop;
+  void (*progress)(void *ud, const char *line);
+  void *progress_ud;
+} cwm_train_opts;
+
+void cwm_train_opts_default(cwm_train_opts *o);
+
+/* Builds the vocabulary from the initial and final states of (up to max_traj) trajectories. */
+int cwm_world_build_vocab(const char *traj_path, int max_traj, int min_count, cwm_vocab **out, cwm_err *err);
+/* Contrastive training of E (InfoNCE over noise pairs and same-workload states). */
+int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
+/* Rollout training of F with E frozen (state matching + margin ranking against another
+ * trajectory's state at the same step). */
+int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
+/* Trains the ranker on the measured records of the training part of o->log_path. */
+int cwm_world_train_ranker(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
+
+/* ---- evaluation support ------------------------------------------------------------------- */
+
+/* Feature rows of measured records for the ranker: mode 0 rollout (z_T), 1 no transition
+ * (z_0), 2 static final state (E of the real final text). rows [n, nfeat] owned. */
+int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const *steps, const int *nsteps,
+                          int n, int mode, float *rows, cwm_err *err);
+
+/* Measured records of one part of log_path's split (CWM_SPLIT_TRAIN / _VALID / _ALL) grouped by
+ * workload (consecutive rows), as feature rows of the given mode; groups with fewer than 2 valid
+ * records are left out. All outputs owned (free()); keys_out may be NULL. o (may be NULL) gives
+ * progress and the stop flag. */
+int cwm_world_record_groups(cwm_world *w, const char *log_path, double vf, int part, int mode, float **rows_out,
+                            double **costs_out, int **sizes_out, int *ngroups_out, int *nrows_out,
+                            char (**keys_out)[17], const cwm_train_opts *o, cwm_err *err);
+
+/* ---- offline evaluation (eval.c) ---------------------------------------------------------- */
+
+typedef struct {
+  const char *records;        /* measured records: split by workload into train / held-out */
+  double valid_fraction;      /* the held-out part; must be the one the model was trained with */
+  const char *ablation_model; /* a model trained without contrastive pre-training, or NULL */
+  uint64_t seed;
+  int speed_candidates;       /* candidates for the scoring-speed figure (default 2000) */
+  void (*progress)(void *ud, const char *line);
+  void *progress_ud;
+} cwm_eval_opts;
+
+/* Ranking quality on the held-out workloads of o->records for world, its ablations, ansor
+ * (trained on the training part of the same records) and random; scoring speed; noise-pair
+ * embedding similarity. Appends a Markdown report to out. */
+int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, cwm_err *err);
+
+/* ---- the cost model ------------------------------------------------------------------------ */
+
+/* The world model as the search's cost model; takes ownership of w. update() boosts the ranker
+ * with the records measured so far for their workload (one query group) after every round. */
+cwm_costmodel *cwm_costmodel_world(cwm_world *w, cwm_err *err);
+/* The default model file: $CWM_MODEL, else <source dir>/models/default.cwm, else
+ * /usr/local/share/cwm/default.cwm; NULL if none exists. */
+const char *cwm_world_default_path(void);
+
+#endif

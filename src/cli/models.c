@@ -1,0 +1,25 @@
+/* models.c: the cost model a command asked for by name (random, ansor, world). */
+#include "cli.h"
+
+#include "cwm/world.h"
+
+#include <string.h>
+
+cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretrained, const char *model_file,
+                             cwm_err *e) {
+  if (!strcmp(name, "random")) return cwm_costmodel_random(seed);
+  if (!strcmp(name, "ansor")) return cwm_costmodel_ansor(seed, pretrained, e);
+  if (!strcmp(name, "world")) {
+    const char *path = model_file ? model_file : cwm_world_default_path();
+    if (!path) {
+      cwm_fail(e, CWM_EMODEL,
+               "--model world: no model file (give --model-file MODEL, set CWM_MODEL, or train one with cwm train all)");
+      return NULL;
+    }
+    cwm_world *w = cwm_world_load(path, e);
+    if (!w) return NULL;
+    return cwm_costmodel_world(w, e);
+  }
+  cwm_fail(e, CWM_EUSAGE, "unknown --model '%s' (random, ansor, world)", name);
+  return NULL;
+}

@@ -1,0 +1,354 @@
+/* eval.c: offline evaluation of the world model's ranking on held-out workloads (issue 5, item
+ * 7): the records are split by workload key; the training part trains the baselines (ansor) and
+ * the ablation rankers, the held-out part is scored by every method and summarised with
+ * TenSet's top-k scores, NDCG and Kendall's tau; plus the scoring speed of world against ansor
+ * on the same candidates and the embedding similarity of noise pairs. */
+#include "world_internal.h"
+
+#include "cwm/dataset.h"
+#include "cwm/metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define say(o, ...) cwm_progressf((o)->progress, (o)->progress_ud, __VA_ARGS__)
+
+/* The records of one part, grouped by workload (order of first appearance), groups with fewer
+ * than 2 valid records dropped; states replayed. */
+typedef struct {
+  cwm_traj *t;
+  int n;
+  int ng, nrows;
+  int *gsize;        /* [ng] */
+  int *idx;          /* [nrows] trajectory index per row, groups consecutive */
+  const cwm_dag **gdag;
+  cwm_state **st;    /* [nrows] final states (NULL when the replay failed) */
+  double *cost;      /* [nrows] */
+  cwm_dag_cache *dc;
+} part_data;
+
+static void part_free(part_data *p) {
+  for (int i = 0; i < p->nrows; i++) cwm_state_free(p->st[i]);
+  free(p->st);
+  free(p->cost);
+  free(p->gsize);
+  free(p->idx);
+  free(p->gdag);
+  cwm_trajs_free(p->t, p->n);
+  if (p->dc) cwm_dag_cache_free(p->dc);
+  memset(p, 0, sizeof *p);
+}
+
+static int load_part(const char *path, double vf, int part, part_data *p, cwm_err *err) {
+  memset(p, 0, sizeof *p);
+  cwm_traj_iter *it = cwm_traj_iter_open(path, err);
+  if (!it) return err ? err->code : CWM_EIO;
+  cwm_traj_iter_set_split(it, vf, part);
+  int cap = 0, rc;
+  cwm_traj t;
+  while ((rc = cwm_traj_iter_next(it, &t, err)) == 1) {
+    if (!t.measured) {
+      cwm_traj_free(&t);
+      continue;
+    }
+    if (p->n == cap) {
+      cap = cap ? cap * 2 : 512;
+      p->t = cwm_xrealloc(p->t, sizeof *p->t * (size_t)cap);
+    }
+    p->t[p->n++] = t;
+  }
+  cwm_traj_iter_close(it);
+  if (rc < 0) {
+    part_free(p);
+    return err ? err->code : CWM_EIO;
+  }
+  int n = p->n;
+  int *gid = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+  char(*keys)[17] = cwm_xcalloc((size_t)(n ? n : 1), 17);
+  int ng = 0;
+  for (int i = 0; i < n; i++) {
+    int g = -1;
+    for (int k = ng - 1; k >= 0 && g < 0; k--)
+      if (!strcmp(keys[k], p->t[i].key)) g = k;
+    if (g < 0) {
+      g = ng++;
+      memcpy(keys[g], p->t[i].key, 17);
+    }
+    gid[i] = g;
+  }
+  p->dc = cwm_dag_cache_new();
+  p->gsize = cwm_xcalloc((size_t)(ng ? ng : 1), sizeof(int));
+  p->gdag = cwm_xcalloc((size_t)(ng ? ng : 1), sizeof *p->gdag);
+  p->idx = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+  p->st = cwm_xcalloc((size_t)(n ? n : 1), sizeof *p->st);
+  p->cost = cwm_xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+  for (int g = 0; g < ng; g++) {
+    int first = -1, m = 0, valid = 0;
+    for (int i = 0; i < n; i++)
+      if (gid[i] == g) {
+        if (first < 0) first = i;
+        m++;
+        valid += cwm_cost_valid(p->t[i].cost);
+      }
+    cwm_err e = {0};
+    const cwm_dag *d = cwm_dag_cache_get(p->dc, &p->t[first], &e);
+    if (!d || valid < 2) continue;
+    int base = p->nrows;
+    for (int i = 0; i < n; i++) {
+      if (gid[i] != g) continue;
+      int r = p->nrows++;
+      p->idx[r] = i;
+      p->cost[r] = p->t[i].cost;
+      if (cwm_state_replay(d, p->t[i].steps, p->t[i].nsteps, &p->st[r], NULL, &e)) p->st[r] = NULL;
+    }
+    p->gdag[p->ng] = d;
+    p->gsize[p->ng++] = p->nrows - base;
+  }
+  free(gid);
+  free(keys);
+  return 0;
+}
+
+/* World feature rows of every row of a part in a mode (see cwm_world_record_rows). */
+static int part_rows(cwm_world *w, const part_data *p, int mode, float *rows, cwm_err *err) {
+  int nf = cwm_world_nfeat(w);
+  for (int g = 0, off = 0; g < p->ng; off += p->gsize[g++]) {
+    int m = p->gsize[g];
+    const cwm_step **st = cwm_xmalloc(sizeof(*st) * (size_t)m);
+    int *ns = cwm_xmalloc(sizeof(int) * (size_t)m);
+    for (int k = 0; k < m; k++) {
+      st[k] = p->t[p->idx[off + k]].steps;
+      ns[k] = p->t[p->idx[off + k]].nsteps;
+    }
+    int rc = cwm_world_record_rows(w, p->gdag[g], st, ns, m, mode, rows + (size_t)off * nf, err);
+    free(st);
+    free(ns);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Trains a ranker on the training part's rows of a mode and scores the held-out rows. */
+static int ranker_scores(cwm_world *w, const part_data *tr, const part_data *va, int mode, uint64_t seed, int rounds,
+                         double *scores, cwm_err *err) {
+  int nf = cwm_world_nfeat(w);
+  float *rt = cwm_xmalloc(sizeof(float) * (size_t)(tr->nrows ? tr->nrows : 1) * nf);
+  float *rv = cwm_xmalloc(sizeof(float) * (size_t)(va->nrows ? va->nrows : 1) * nf);
+  float *lab = cwm_xmalloc(sizeof(float) * (size_t)(tr->nrows ? tr->nrows : 1));
+  int rc = part_rows(w, tr, mode, rt, err);
+  if (!rc) rc = part_rows(w, va, mode, rv, err);
+  for (int g = 0, off = 0; !rc && g < tr->ng; off += tr->gsize[g++])
+    cwm_relevance_grades(tr->cost + off, tr->gsize[g], CWM_RANKER_GRADES, lab + off);
+  cwm_ranker_params p;
+  cwm_ranker_params_default(&p);
+  p.seed = seed;
+  cwm_ranker *r = rc ? NULL : cwm_ranker_new(&p, err);
+  if (!rc && !r) rc = err ? err->code : CWM_EDEP;
+  if (!rc) rc = cwm_ranker_train(r, rt, tr->nrows, nf, lab, tr->gsize, tr->ng, rounds, err);
+  if (!rc) rc = cwm_ranker_predict(r, rv, va->nrows, nf, scores, err);
+  cwm_ranker_free(r);
+  free(rt);
+  free(rv);
+  free(lab);
+  return rc;
+}
+
+static void add_row(cwm_buf *out, const char *name, const double *costs, const double *scores, const part_data *va) {
+  cwm_rank_metrics m;
+  cwm_rank_metrics_eval(costs, scores, va->gsize, va->ng, NULL, 0, &m);
+  cwm_buf_printf(out, "| %s | %.4f | %.4f | %.4f | %.4f | %.4f |\n", name, m.top1, m.top5, m.ndcg10, m.tau,
+                 m.tenset_top1);
+}
+
+static double cosine(const float *a, const float *b, int D) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int k = 0; k < D; k++) {
+    ab += (double)a[k] * b[k];
+    aa += (double)a[k] * a[k];
+    bb += (double)b[k] * b[k];
+  }
+  return ab / (sqrt(aa * bb) + 1e-12);
+}
+
+int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, cwm_err *err) {
+  if (!w->ranker || cwm_ranker_rounds(w->ranker) == 0)
+    return cwm_fail(err, CWM_EMODEL, "eval ranking: the model has no trained ranker");
+  part_data tr, va;
+  int rc = load_part(o->records, o->valid_fraction, CWM_SPLIT_TRAIN, &tr, err);
+  if (rc) return rc;
+  rc = load_part(o->records, o->valid_fraction, CWM_SPLIT_VALID, &va, err);
+  if (rc) {
+    part_free(&tr);
+    return rc;
+  }
+  say(o, "records: %d training workloads (%d records), %d held-out workloads (%d records)", tr.ng, tr.nrows, va.ng,
+      va.nrows);
+  if (va.ng < 1 || tr.ng < 1) {
+    rc = cwm_fail(err, CWM_EIO, "%s: need measured records of training and held-out workloads (have %d and %d)",
+                  o->records, tr.ng, va.ng);
+    goto done;
+  }
+  int nf = cwm_world_nfeat(w), N = va.nrows;
+  double *s_world = cwm_xmalloc(sizeof(double) * (size_t)N), *s_not = cwm_xmalloc(sizeof(double) * (size_t)N);
+  double *s_static = cwm_xmalloc(sizeof(double) * (size_t)N), *s_abl = cwm_xmalloc(sizeof(double) * (size_t)N);
+  double *s_ansor = cwm_xmalloc(sizeof(double) * (size_t)N), *s_rand = cwm_xmalloc(sizeof(double) * (size_t)N);
+  float *rows = cwm_xmalloc(sizeof(float) * (size_t)N * nf);
+  int have_abl = 0;
+  /* world: the model's own ranker on rolled-out states */
+  rc = part_rows(w, &va, 0, rows, err);
+  if (!rc) rc = cwm_ranker_predict(w->ranker, rows, N, nf, s_world, err);
+  say(o, "world scored");
+  int rounds = 300;
+  if (!rc) rc = ranker_scores(w, &tr, &va, 1, o->seed, rounds, s_not, err);
+  say(o, "ablation no-transition scored");
+  if (!rc) rc = ranker_scores(w, &tr, &va, 2, o->seed, rounds, s_static, err);
+  say(o, "ablation static-final-state scored");
+  if (!rc && o->ablation_model) {
+    cwm_world *wa = cwm_world_load(o->ablation_model, err);
+    if (!wa) rc = err ? err->code : CWM_EMODEL;
+    float *ra = rc ? NULL : cwm_xmalloc(sizeof(float) * (size_t)N * cwm_world_nfeat(wa));
+    if (!rc && !wa->ranker) rc = cwm_fail(err, CWM_EMODEL, "%s: no ranker", o->ablation_model);
+    if (!rc) rc = part_rows(wa, &va, 0, ra, err);
+    if (!rc) rc = cwm_ranker_predict(wa->ranker, ra, N, cwm_world_nfeat(wa), s_abl, err);
+    free(ra);
+    cwm_world_free(wa);
+    have_abl = !rc;
+  }
+  /* ansor trained on the training part of the same records */
+  cwm_costmodel *am = rc ? NULL : cwm_costmodel_ansor(o->seed, NULL, err);
+  if (!rc && !am) rc = err ? err->code : CWM_EDEP;
+  if (!rc) {
+    cwm_state **ts = cwm_xmalloc(sizeof(*ts) * (size_t)(tr.nrows ? tr.nrows : 1));
+    cwm_record *recs = cwm_xcalloc((size_t)(tr.nrows ? tr.nrows : 1), sizeof *recs);
+    int m = 0;
+    for (int i = 0; i < tr.nrows; i++) {
+      if (!tr.st[i]) continue;
+      ts[m] = tr.st[i];
+      cwm_record_init(&recs[m]);
+      memcpy(recs[m].key, tr.t[tr.idx[i]].key, 17);
+      if (cwm_cost_valid(tr.cost[i])) {
+        recs[m].ncosts = 1;
+        recs[m].costs[0] = tr.cost[i];
+      } else {
+        recs[m].error = tr.t[tr.idx[i]].error ? tr.t[tr.idx[i]].error : 1;
+      }
+      m++;
+    }
+    double t0 = cwm_now();
+    rc = cwm_costmodel_update(am, ts, recs, m, err);
+    say(o, "ansor trained on %d records in %.1f s", m, cwm_now() - t0);
+    for (int i = 0; i < m; i++) cwm_record_free(&recs[i]);
+    free(recs);
+    free(ts);
+  }
+  double ansor_rate = 0, world_rate = 0;
+  int nspeed = 0;
+  if (!rc) {
+    /* held-out states (a failed replay gets the lowest score) */
+    cwm_state **vs = cwm_xmalloc(sizeof(*vs) * (size_t)N);
+    int *map = cwm_xmalloc(sizeof(int) * (size_t)N), m = 0;
+    for (int i = 0; i < N; i++) {
+      s_ansor[i] = s_rand[i] = CWM_SCORE_INVALID;
+      if (va.st[i]) {
+        vs[m] = va.st[i];
+        map[m++] = i;
+      }
+    }
+    double *tmp = cwm_xmalloc(sizeof(double) * (size_t)(m ? m : 1));
+    double t0 = cwm_now();
+    rc = cwm_costmodel_predict(am, vs, m, tmp, err);
+    double ta = cwm_now() - t0;
+    for (int i = 0; i < m && !rc; i++) s_ansor[map[i]] = tmp[i];
+    cwm_costmodel *rm = cwm_costmodel_random(o->seed);
+    if (!rc) rc = cwm_costmodel_predict(rm, vs, m, tmp, err);
+    for (int i = 0; i < m && !rc; i++) s_rand[map[i]] = tmp[i];
+    cwm_costmodel_free(rm);
+    /* scoring speed on the same candidates, world from cold caches */
+    nspeed = m < o->speed_candidates || o->speed_candidates <= 0 ? m : o->speed_candidates;
+    if (!rc && nspeed > 0) {
+      wm_map_clear(&w->act_cache);
+      wm_map_clear(&w->z0_cache);
+      t0 = cwm_now();
+      rc = wm_score_states(w, vs, nspeed, tmp, err);
+      double tw = cwm_now() - t0;
+      world_rate = nspeed / (tw > 1e-9 ? tw : 1e-9);
+      ansor_rate = m / (ta > 1e-9 ? ta : 1e-9);
+    }
+    free(tmp);
+    free(vs);
+    free(map);
+  }
+  cwm_costmodel_free(am);
+  if (!rc) {
+    cwm_buf_printf(out,
+                   "Held-out workloads: %d (%d measured records); training workloads: %d (%d records); split by "
+                   "workload key, valid fraction %.2f.\n\n",
+                   va.ng, va.nrows, tr.ng, tr.nrows, o->valid_fraction);
+    cwm_buf_printf(out, "| model | top-1 | top-5 | NDCG@10 | Kendall tau | TenSet top-1 (pooled) |\n|---|---|---|---|---|---|\n");
+    add_row(out, "world", va.cost, s_world, &va);
+    add_row(out, "world, no transition (z_0 + action features)", va.cost, s_not, &va);
+    add_row(out, "world, static final state (E(s_T))", va.cost, s_static, &va);
+    if (have_abl) add_row(out, "world, no contrastive pre-training", va.cost, s_abl, &va);
+    add_row(out, "ansor (same training records)", va.cost, s_ansor, &va);
+    add_row(out, "random", va.cost, s_rand, &va);
+    cwm_buf_printf(out, "\nScoring speed on %d held-out candidates: world %.0f candidates/s (cold caches), ansor %.0f "
+                   "candidates/s: %.1fx.\n", nspeed, world_rate, ansor_rate, ansor_rate > 0 ? world_rate / ansor_rate : 0.0);
+  }
+  /* noise pairs (shape +-1, the 1024/1023 case) against random pairs */
+  if (!rc) {
+    cwm_rng r;
+    cwm_rng_seed(&r, o->seed ^ 0xc05e11eULL);
+    int D = w->D, npair = 0, nrand = 0;
+    double csum = 0, rsum = 0;
+    int lim = va.nrows < 200 ? va.nrows : 200;
+    char **ta = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *ta), **tb = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *tb);
+    const cwm_dag **dd = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *dd);
+    for (int i = 0, g = 0, off = 0; i < lim; i++) {
+      int row = (int)((long)i * va.nrows / lim);
+      while (g < va.ng && row >= off + va.gsize[g]) off += va.gsize[g++];
+      const cwm_traj *t = &va.t[va.idx[row]];
+      cwm_err e = {0};
+      if (cwm_noise_pair(va.gdag[g], t->steps, t->nsteps, 0, &r, &ta[npair], &tb[npair], &e) == 0) dd[npair++] = va.gdag[g];
+    }
+    float *za = cwm_xmalloc(sizeof(float) * (size_t)(npair ? npair : 1) * D);
+    float *zb = cwm_xmalloc(sizeof(float) * (size_t)(npair ? npair : 1) * D);
+    rc = cwm_world_encode(w, (const char *const *)ta, npair, za, err);
+    if (!rc) rc = cwm_world_encode(w, (const char *const *)tb, npair, zb, err);
+    for (int i = 0; i < npair && !rc; i++) {
+      csum += cosine(za + (size_t)i * D, zb + (size_t)i * D, D);
+      int j = (i + npair / 2 + 1) % npair;
+      if (j != i && dd[j] != dd[i]) {
+        rsum += cosine(za + (size_t)i * D, za + (size_t)j * D, D);
+        nrand++;
+      }
+    }
+    if (!rc)
+      cwm_buf_printf(out,
+                     "Embedding cosine similarity: shape +-1 noise pairs (the 1024/1023 case) %.4f over %d pairs; "
+                     "random pairs of different workloads %.4f over %d pairs.\n",
+                     npair ? csum / npair : 0.0, npair, nrand ? rsum / nrand : 0.0, nrand);
+    for (int i = 0; i < npair; i++) {
+      free(ta[i]);
+      free(tb[i]);
+    }
+    free(ta);
+    free(tb);
+    free(dd);
+    free(za);
+    free(zb);
+  }
+  free(s_world);
+  free(s_not);
+  free(s_static);
+  free(s_abl);
+  free(s_ansor);
+  free(s_rand);
+  free(rows);
+done:
+  part_free(&tr);
+  part_free(&va);
+  return rc;
+}

@@ -1,0 +1,535 @@
+/* world.c: the world model as one object (vocabulary, encoder, transition, ranker), its model
+ * file, inference (encode, roll out, feature rows) and the cost model the search calls.
+ * The model file is the container of modelfile.h with sections "world.config" (key=value text),
+ * "vocab", one tensor per parameter ("enc.<name>", "act.<name>"), "ranker" (optional) and
+ * "notes". */
+#include "world_internal.h"
+
+#include "cwm/modelfile.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cwm_world_config_default(cwm_world_config *c) {
+  memset(c, 0, sizeof *c);
+  c->enc.width = 128;
+  c->enc.heads = 4;
+  c->enc.layers = 2;
+  c->enc.window = 128;
+  c->enc.overlap = 32;
+  c->margin = 0.1f;
+}
+
+static void world_caches_init(cwm_world *w) {
+  wm_map_init(&w->act_cache, 2 * w->D);
+  wm_map_init(&w->z0_cache, w->D);
+}
+
+cwm_world *cwm_world_new(const cwm_world_config *c, cwm_vocab *vocab, uint64_t seed, cwm_err *err) {
+  int rc = cwm_blas_init(err);
+  if (rc) {
+    cwm_vocab_free(vocab);
+    return NULL;
+  }
+  cwm_world *w = cwm_xcalloc(1, sizeof *w);
+  w->cfg = *c;
+  w->cfg.enc.vocab = cwm_vocab_size(vocab);
+  w->vocab = vocab;
+  w->enc = cwm_encoder_new(&w->cfg.enc, seed, err);
+  if (!w->enc) {
+    cwm_vocab_free(vocab);
+    free(w);
+    return NULL;
+  }
+  w->cfg.enc = *cwm_encoder_config(w->enc);
+  w->D = w->cfg.enc.width;
+  wm_transition_params(&w->tp, w->D);
+  wm_transition_init(&w->tp, seed);
+  world_caches_init(w);
+  return w;
+}
+
+void cwm_world_free(cwm_world *w) {
+  if (!w) return;
+  cwm_vocab_free(w->vocab);
+  cwm_encoder_free(w->enc);
+  cwm_params_free(&w->tp);
+  cwm_ranker_free(w->ranker);
+  wm_map_free(&w->act_cache);
+  wm_map_free(&w->z0_cache);
+  free(w->notes);
+  free(w);
+}
+
+const cwm_world_config *cwm_world_get_config(const cwm_world *w) { return &w->cfg; }
+int cwm_world_width(const cwm_world *w) { return w->D; }
+const cwm_vocab *cwm_world_vocab(const cwm_world *w) { return w->vocab; }
+cwm_encoder *cwm_world_encoder(cwm_world *w) { return w->enc; }
+cwm_ranker *cwm_world_ranker(cwm_world *w) { return w->ranker; }
+void cwm_world_set_ranker(cwm_world *w, cwm_ranker *r) {
+  if (w->ranker != r) cwm_ranker_free(w->ranker);
+  w->ranker = r;
+}
+void cwm_world_set_no_transition(cwm_world *w, int on) { w->cfg.no_transition = on; }
+void cwm_world_set_notes(cwm_world *w, const char *notes) {
+  free(w->notes);
+  w->notes = notes ? cwm_xstrdup(notes) : NULL;
+}
+const char *cwm_world_notes(const cwm_world *w) { return w->notes ? w->notes : ""; }
+
+/* ---- the model file ----------------------------------------------------------------------- */
+
+int cwm_world_save(cwm_world *w, const char *path, cwm_err *err) {
+  cwm_mfile_writer *mw = cwm_mfile_writer_new();
+  cwm_buf cfg;
+  cwm_buf_init(&cfg);
+  const cwm_enc_config *e = &w->cfg.enc;
+  cwm_buf_printf(&cfg,
+                 "world_version=%d\nvocab=%d\nwidth=%d\nheads=%d\nlayers=%d\nff=%d\nwindow=%d\noverlap=%d\n"
+                 "margin=%.9g\nno_transition=%d\naction_vocab=%d\n",
+                 CWM_WORLD_VERSION, e->vocab, e->width, e->heads, e->layers, e->ff, e->window, e->overlap,
+                 (double)w->cfg.margin, w->cfg.no_transition, cwm_action_vocab());
+  int rc = cwm_mfile_add_text(mw, "world.config", cfg.s, err);
+  cwm_buf_free(&cfg);
+  cwm_buf vb;
+  cwm_buf_init(&vb);
+  if (!rc) rc = cwm_vocab_save(w->vocab, &vb, err);
+  if (!rc) rc = cwm_mfile_add_bytes(mw, "vocab", vb.s, vb.len, err);
+  cwm_buf_free(&vb);
+  for (int i = 0; !rc && i < cwm_encoder_nparams(w->enc); i++) {
+    cwm_param *p = cwm_encoder_param(w->enc, i);
+    char name[96];
+    snprintf(name, sizeof name, "enc.%s", p->name);
+    rc = cwm_mfile_add_tensor(mw, name, p->w, p->ndim, p->shape, err);
+  }
+  for (int i = 0; !rc && i < w->tp.n; i++)
+    rc = cwm_mfile_add_tensor(mw, w->tp.p[i].name, w->tp.p[i].w, w->tp.p[i].ndim, w->tp.p[i].shape, err);
+  if (!rc && w->ranker && cwm_ranker_rounds(w->ranker) > 0) {
+    void *data = NULL;
+    size_t len = 0;
+    rc = cwm_ranker_save(w->ranker, &data, &len, err);
+    if (!rc) rc = cwm_mfile_add_bytes(mw, "ranker", data, len, err);
+    free(data);
+  }
+  if (!rc && w->notes) rc = cwm_mfile_add_text(mw, "notes", w->notes, err);
+  if (!rc) rc = cwm_mfile_write(mw, path, err);
+  cwm_mfile_writer_free(mw);
+  return rc;
+}
+
+static int cfg_int(const char *text, const char *key, int *out) {
+  size_t kl = strlen(key);
+  for (const char *p = text; p && *p;) {
+    if (!strncmp(p, key, kl) && p[kl] == '=') {
+      char *end;
+      long v = strtol(p + kl + 1, &end, 10);
+      if (end == p + kl + 1 || v < -1000000000L || v > 1000000000L) return 0;
+      *out = (int)v;
+      return 1;
+    }
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+  return 0;
+}
+
+static int load_params(const cwm_mfile *f, const char *path, const char *prefix, cwm_param *p, cwm_err *err) {
+  char name[96];
+  snprintf(name, sizeof name, "%s%s", prefix, p->name);
+  cwm_err e = {0};
+  if (cwm_mfile_need_tensor(f, name, p->ndim, p->shape, &e))
+    return cwm_fail(err, CWM_EMODEL, "model file %s: %.400s", path, e.msg);
+  int shape[CWM_MFILE_MAX_DIMS], nd = 0;
+  const float *data = cwm_mfile_tensor(f, name, shape, &nd);
+  if (!data) return cwm_fail(err, CWM_EMODEL, "model file %s: tensor '%s' missing", path, name);
+  for (size_t i = 0; i < p->n; i++)
+    if (!isfinite(data[i]))
+      return cwm_fail(err, CWM_EMODEL, "model file %s: tensor '%s' holds a non-finite value at %zu", path, name, i);
+  memcpy(p->w, data, sizeof(float) * p->n);
+  return 0;
+}
+
+cwm_world *cwm_world_load(const char *path, cwm_err *err) {
+  cwm_mfile *f = cwm_mfile_load(path, err);
+  if (!f) return NULL;
+  cwm_world *w = NULL;
+  cwm_vocab *vocab = NULL;
+  const char *cfg = cwm_mfile_text(f, "world.config");
+  if (!cfg) {
+    cwm_fail(err, CWM_EMODEL, "model file %s: no world.config section (not a world model file?)", path);
+    goto out;
+  }
+  int ver = 0;
+  if (!cfg_int(cfg, "world_version", &ver)) {
+    cwm_fail(err, CWM_EMODEL, "model file %s: world.config has no world_version", path);
+    goto out;
+  }
+  if (ver != CWM_WORLD_VERSION) {
+    cwm_fail(err, CWM_EMODEL, "model file %s: world model version %d; this cwm reads version %d (retrain with cwm train)",
+             path, ver, CWM_WORLD_VERSION);
+    goto out;
+  }
+  cwm_world_config c;
+  cwm_world_config_default(&c);
+  int av = 0, margin_milli = 0;
+  (void)margin_milli;
+  if (!cfg_int(cfg, "width", &c.enc.width) || !cfg_int(cfg, "heads", &c.enc.heads) ||
+      !cfg_int(cfg, "layers", &c.enc.layers) || !cfg_int(cfg, "ff", &c.enc.ff) ||
+      !cfg_int(cfg, "window", &c.enc.window) || !cfg_int(cfg, "overlap", &c.enc.overlap) ||
+      !cfg_int(cfg, "action_vocab", &av)) {
+    cwm_fail(err, CWM_EMODEL, "model file %s: world.config lacks a field (width, heads, layers, ff, window, overlap, action_vocab)", path);
+    goto out;
+  }
+  if (av != cwm_action_vocab()) {
+    cwm_fail(err, CWM_EMODEL, "model file %s: action vocabulary of %d ids; this cwm has %d", path, av, cwm_action_vocab());
+    goto out;
+  }
+  if (c.enc.width < 4 || c.enc.width > 4096 || c.enc.layers < 1 || c.enc.layers > 64 || c.enc.window < 2 ||
+      c.enc.window > 8192 || c.enc.heads < 1 || c.enc.ff < 1 || c.enc.ff > 65536) {
+    cwm_fail(err, CWM_EMODEL, "model file %s: world.config sizes out of range", path);
+    goto out;
+  }
+  const char *mline = strstr(cfg, "margin=");
+  if (mline) c.margin = strtof(mline + 7, NULL);
+  cfg_int(cfg, "no_transition", &c.no_transition);
+  size_t vn = 0;
+  const void *vb = cwm_mfile_bytes(f, "vocab", &vn);
+  if (!vb) {
+    cwm_fail(err, CWM_EMODEL, "model file %s: no vocab section", path);
+    goto out;
+  }
+  vocab = cwm_vocab_load(vb, vn, err);
+  if (!vocab) {
+    if (err) {
+      char m[sizeof err->msg];
+      snprintf(m, sizeof m, "%s", err->msg);
+      cwm_fail(err, CWM_EMODEL, "model file %s: vocab: %.400s", path, m);
+    }
+    goto out;
+  }
+  w = cwm_world_new(&c, vocab, 0, err);
+  vocab = NULL;
+  if (!w) goto out;
+  for (int i = 0; i < cwm_encoder_nparams(w->enc); i++)
+    if (load_params(f, path, "enc.", cwm_encoder_param(w->enc, i), err)) goto fail;
+  for (int i = 0; i < w->tp.n; i++)
+    if (load_params(f, path, "", &w->tp.p[i], err)) goto fail;
+  size_t rn = 0;
+  const void *rb = cwm_mfile_bytes(f, "ranker", &rn);
+  if (rb) {
+    w->ranker = cwm_ranker_load(rb, rn, err);
+    if (!w->ranker) goto fail;
+  }
+  const char *notes = cwm_mfile_text(f, "notes");
+  if (notes) w->notes = cwm_xstrdup(notes);
+  goto out;
+fail:
+  cwm_world_free(w);
+  w = NULL;
+out:
+  cwm_vocab_free(vocab);
+  cwm_mfile_free(f);
+  return w;
+}
+
+/* ---- inference ------------------------------------------------------------------------------ */
+
+int wm_encode_texts(cwm_world *w, const char *const *texts, int n, float *out, int keep, cwm_err *err) {
+  int **ids = cwm_xcalloc((size_t)(n ? n : 1), sizeof *ids);
+  int *lens = cwm_xcalloc((size_t)(n ? n : 1), sizeof *lens);
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) rc = cwm_tokenize(w->vocab, texts[i], &ids[i], &lens[i], err);
+  if (!rc) rc = cwm_encoder_forward(w->enc, (const int *const *)ids, lens, n, out, keep, err);
+  for (int i = 0; i < n; i++) free(ids[i]);
+  free(ids);
+  free(lens);
+  return rc;
+}
+
+int cwm_world_encode(cwm_world *w, const char *const *texts, int n, float *out, cwm_err *err) {
+  enum { CHUNK = 16 };
+  for (int i = 0; i < n; i += CHUNK) {
+    int m = n - i < CHUNK ? n - i : CHUNK;
+    int rc = wm_encode_texts(w, texts + i, m, out + (size_t)i * w->D, 0, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* [w | d] of one step, from the cache or computed once. */
+static const float *action_wd(cwm_world *w, const cwm_step *s) {
+  int ids[CWM_ACT_MAXF];
+  int n = cwm_action_ids(s, ids);
+  uint64_t key = cwm_hash64(ids, sizeof(int) * (size_t)n) ^ (uint64_t)n;
+  float *row = wm_map_get(&w->act_cache, key);
+  if (row) return row;
+  wm_act_batch b = {0};
+  const cwm_step *one[1] = {s};
+  wm_act_forward(w, one, 1, &b);
+  row = wm_map_put(&w->act_cache, key);
+  int D = w->D;
+  double nn = 0;
+  for (int j = 0; j < D; j++) nn += (double)b.u[j] * b.u[j];
+  float inv = nn > 0 ? (float)(1.0 / sqrt(nn)) : 0.0f;
+  for (int j = 0; j < D; j++) {
+    row[j] = b.u[j] * inv;
+    row[D + j] = b.d[j];
+  }
+  wm_act_batch_free(&b);
+  return row;
+}
+
+int cwm_world_rollout(cwm_world *w, const float *z0, const cwm_step *steps, int n, float *zT, float *trace) {
+  int D = w->D;
+  float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
+  memcpy(z, z0, sizeof(float) * (size_t)D);
+  for (int t = 0; t < n; t++) {
+    const float *wd = action_wd(w, &steps[t]);
+    double dot = 0;
+    for (int j = 0; j < D; j++) dot += (double)wd[j] * z[j];
+    for (int j = 0; j < D; j++) z[j] = z[j] - (float)dot * wd[j] + wd[D + j];
+    if (trace) memcpy(trace + (size_t)t * D, z, sizeof(float) * (size_t)D);
+  }
+  memcpy(zT, z, sizeof(float) * (size_t)D);
+  free(z);
+  return 0;
+}
+
+int cwm_world_nfeat(const cwm_world *w) { return w->D + CWM_ACT_NFEAT; }
+
+void cwm_world_row(cwm_world *w, const float *zT, const cwm_step *steps, int n, const cwm_state *final,
+                   float *row) {
+  memcpy(row, zT, sizeof(float) * (size_t)w->D);
+  cwm_action_features(steps, n, final, NULL, row + w->D);
+}
+
+/* z0 of the workload a dag holds, cached by workload key. */
+static const float *world_z0(cwm_world *w, const cwm_dag *d, cwm_err *err) {
+  char key[17];
+  cwm_workload_key(cwm_dag_workload(d), key);
+  uint64_t h = cwm_hash64(key, 16);
+  float *z = wm_map_get(&w->z0_cache, h);
+  if (z) return z;
+  cwm_state *s0 = cwm_state_init(d);
+  char *text = cwm_state_print(s0);
+  cwm_state_free(s0);
+  float *tmp = cwm_xmalloc(sizeof(float) * (size_t)w->D);
+  const char *t1[1] = {text};
+  int rc = cwm_world_encode(w, t1, 1, tmp, err);
+  free(text);
+  if (rc) {
+    free(tmp);
+    return NULL;
+  }
+  z = wm_map_put(&w->z0_cache, h);
+  memcpy(z, tmp, sizeof(float) * (size_t)w->D);
+  free(tmp);
+  return z;
+}
+
+int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const *steps, const int *nsteps,
+                          int n, int mode, float *rows, cwm_err *err) {
+  const float *z0 = world_z0(w, d, err);
+  if (!z0) return err ? err->code : CWM_EMODEL;
+  int D = w->D, nf = cwm_world_nfeat(w);
+  float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    cwm_state *fin = NULL;
+    cwm_err e = {0};
+    if (cwm_state_replay(d, steps[i], nsteps[i], &fin, NULL, &e)) fin = NULL;
+    if (mode == 1 || (mode == 0 && w->cfg.no_transition)) {
+      memcpy(z, z0, sizeof(float) * (size_t)D);
+    } else if (mode == 2) {
+      if (!fin) {
+        for (int j = 0; j < D; j++) z[j] = NAN;
+      } else {
+        char *text = cwm_state_print(fin);
+        const char *t1[1] = {text};
+        rc = cwm_world_encode(w, t1, 1, z, err);
+        free(text);
+      }
+    } else {
+      cwm_world_rollout(w, z0, steps[i], nsteps[i], z, NULL);
+    }
+    cwm_world_row(w, z, steps[i], nsteps[i], fin, rows + (size_t)i * nf);
+    cwm_state_free(fin);
+  }
+  free(z);
+  return rc;
+}
+
+/* ---- the cost model ----------------------------------------------------------------------- */
+
+typedef struct {
+  uint64_t key;
+  float *rows;
+  double *costs;
+  int n, cap;
+} wm_group;
+
+typedef struct {
+  cwm_costmodel base;
+  cwm_world *w;
+  wm_group *groups;
+  int ngroups;
+  float *rowbuf;
+  size_t rowcap;
+} world_cm;
+
+static float *row_buffer(world_cm *m, int n) {
+  size_t need = (size_t)n * (size_t)cwm_world_nfeat(m->w);
+  if (need > m->rowcap) {
+    m->rowcap = need * 2;
+    m->rowbuf = cwm_xrealloc(m->rowbuf, sizeof(float) * m->rowcap);
+  }
+  return m->rowbuf;
+}
+
+static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *rows, cwm_err *err) {
+  int D = w->D, nf = cwm_world_nfeat(w);
+  float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
+  for (int i = 0; i < n; i++) {
+    const float *z0 = world_z0(w, states[i]->dag, err);
+    if (!z0) {
+      free(z);
+      return err ? err->code : CWM_EMODEL;
+    }
+    if (w->cfg.no_transition) memcpy(z, z0, sizeof(float) * (size_t)D);
+    else cwm_world_rollout(w, z0, states[i]->steps, states[i]->nsteps, z, NULL);
+    cwm_world_row(w, z, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf);
+  }
+  free(z);
+  return 0;
+}
+
+static int score_rows(cwm_world *w, cwm_state *const *states, int n, float *rows, double *scores, cwm_err *err) {
+  int rc = rows_of_states(w, states, n, rows, err);
+  if (rc) return rc;
+  rc = cwm_ranker_predict(w->ranker, rows, n, cwm_world_nfeat(w), scores, err);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++)
+    if (!cwm_state_is_complete(states[i])) scores[i] = CWM_SCORE_INVALID;
+  return 0;
+}
+
+int wm_score_states(cwm_world *w, cwm_state *const *states, int n, double *scores, cwm_err *err) {
+  if (n <= 0) return 0;
+  if (!w->ranker) return cwm_fail(err, CWM_EMODEL, "world model: no trained ranker");
+  float *rows = cwm_xmalloc(sizeof(float) * (size_t)n * (size_t)cwm_world_nfeat(w));
+  int rc = score_rows(w, states, n, rows, scores, err);
+  free(rows);
+  return rc;
+}
+
+static int world_predict(cwm_costmodel *base, cwm_state *const *states, int n, double *scores, cwm_err *err) {
+  world_cm *m = (world_cm *)base;
+  if (n <= 0) return 0;
+  return score_rows(m->w, states, n, row_buffer(m, n), scores, err);
+}
+
+static wm_group *group_of(world_cm *m, uint64_t key) {
+  for (int g = 0; g < m->ngroups; g++)
+    if (m->groups[g].key == key) return &m->groups[g];
+  m->groups = cwm_xrealloc(m->groups, sizeof *m->groups * (size_t)(m->ngroups + 1));
+  wm_group *g = &m->groups[m->ngroups++];
+  memset(g, 0, sizeof *g);
+  g->key = key;
+  return g;
+}
+
+/* Boosts the ranker with everything measured so far for each workload touched (one query group
+ * each): a few trees per round, so the pre-trained ensemble is refined, not replaced. */
+static int world_update(cwm_costmodel *base, cwm_state *const *states, const cwm_record *recs, int n, cwm_err *err) {
+  world_cm *m = (world_cm *)base;
+  if (n <= 0) return 0;
+  int nf = cwm_world_nfeat(m->w);
+  float *rows = cwm_xmalloc(sizeof(float) * (size_t)n * (size_t)nf);
+  int rc = rows_of_states(m->w, states, n, rows, err);
+  int *touched = cwm_xcalloc((size_t)n, sizeof *touched);
+  int ntouched = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    uint64_t key = cwm_hash64(recs[i].key, 16);
+    wm_group *g = group_of(m, key);
+    if (g->n == g->cap) {
+      g->cap = g->cap ? g->cap * 2 : 64;
+      g->rows = cwm_xrealloc(g->rows, sizeof(float) * (size_t)g->cap * (size_t)nf);
+      g->costs = cwm_xrealloc(g->costs, sizeof(double) * (size_t)g->cap);
+    }
+    memcpy(g->rows + (size_t)g->n * nf, rows + (size_t)i * nf, sizeof(float) * (size_t)nf);
+    g->costs[g->n++] = cwm_record_cost(&recs[i]);
+    int gi = (int)(g - m->groups), seen = 0;
+    for (int k = 0; k < ntouched; k++) seen |= touched[k] == gi;
+    if (!seen) touched[ntouched++] = gi;
+  }
+  for (int k = 0; k < ntouched && !rc; k++) {
+    wm_group *g = &m->groups[touched[k]];
+    int valid = 0;
+    for (int i = 0; i < g->n; i++) valid += cwm_cost_valid(g->costs[i]);
+    if (g->n < 8 || valid < 2) continue; /* nothing to order yet */
+    float *labels = cwm_xmalloc(sizeof(float) * (size_t)g->n);
+    cwm_relevance_grades(g->costs, g->n, CWM_RANKER_GRADES, labels);
+    int sizes[1] = {g->n};
+    rc = cwm_ranker_boost(m->w->ranker, g->rows, g->n, nf, labels, sizes, 1, 10, err);
+    free(labels);
+  }
+  free(touched);
+  free(rows);
+  return rc;
+}
+
+static int world_save(cwm_costmodel *base, const char *path, cwm_err *err) {
+  world_cm *m = (world_cm *)base;
+  return cwm_world_save(m->w, path, err);
+}
+
+static void world_free(cwm_costmodel *base) {
+  world_cm *m = (world_cm *)base;
+  for (int g = 0; g < m->ngroups; g++) {
+    free(m->groups[g].rows);
+    free(m->groups[g].costs);
+  }
+  free(m->groups);
+  free(m->rowbuf);
+  cwm_world_free(m->w);
+  free(m);
+}
+
+cwm_costmodel *cwm_costmodel_world(cwm_world *w, cwm_err *err) {
+  if (!w) {
+    cwm_fail(err, CWM_EMODEL, "world cost model: no model");
+    return NULL;
+  }
+  if (!w->ranker || cwm_ranker_rounds(w->ranker) == 0) {
+    cwm_fail(err, CWM_EMODEL, "world cost model: the model has no trained ranker (cwm train ranker)");
+    cwm_world_free(w);
+    return NULL;
+  }
+  world_cm *m = cwm_xcalloc(1, sizeof *m);
+  m->base.name = "world";
+  m->base.update = world_update;
+  m->base.predict = world_predict;
+  m->base.save = world_save;
+  m->base.free = world_free;
+  m->w = w;
+  return &m->base;
+}
+
+const char *cwm_world_default_path(void) {
+  static char path[4096];
+  const char *env = getenv("CWM_MODEL");
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+    return path;
+  }
+#ifdef CWM_SOURCE_DIR
+  snprintf(path, sizeof path, "%s/models/default.cwm", CWM_SOURCE_DIR);
+  if (access(path, R_OK) == 0) return path;
+#endif
+  snprintf(path, sizeof path, "/usr/local/share/cwm/default.cwm");
+  if (access(path, R_OK) == 0) return path;
+  return NULL;
+}

@@ -1,0 +1,62 @@
+/* world_internal.h: what world.c, transition.c and train.c share inside src/world. */
+#ifndef CWM_WORLD_INTERNAL_H
+#define CWM_WORLD_INTERNAL_H
+
+#include "cwm/world.h"
+
+typedef struct {
+  uint64_t key;
+  int slot; /* -1 empty */
+} wm_slot;
+
+/* A hash map from a 64-bit key to a row of `width` floats. */
+typedef struct {
+  wm_slot *slots;
+  int cap, n, width;
+  float *rows;
+  int rows_cap;
+} wm_map;
+
+void wm_map_init(wm_map *m, int width);
+void wm_map_free(wm_map *m);
+void wm_map_clear(wm_map *m);
+float *wm_map_get(wm_map *m, uint64_t key);
+float *wm_map_put(wm_map *m, uint64_t key); /* a new (or the existing) row */
+
+struct cwm_world {
+  cwm_world_config cfg;
+  int D;
+  cwm_vocab *vocab;
+  cwm_encoder *enc;
+  cwm_params tp; /* transition parameters: act.emb, act.fc.w/b, act.u.w/b, act.d.w/b */
+  cwm_ranker *ranker;
+  char *notes;
+  wm_map act_cache; /* action hash -> [w (unit normal) | d] */
+  wm_map z0_cache;  /* workload key hash -> z0 */
+};
+
+/* Transition parameter indices in w->tp. */
+enum { TP_EMB, TP_FC_W, TP_FC_B, TP_U_W, TP_U_B, TP_D_W, TP_D_B, TP__COUNT };
+
+void wm_transition_params(cwm_params *tp, int D);
+void wm_transition_init(cwm_params *tp, uint64_t seed);
+
+/* Batched action network over N steps, kept for the backward. */
+typedef struct {
+  int N, D, cap;
+  float *e, *pre, *h, *u, *d; /* [N, D] each */
+  int *ids, *nids;            /* [N, CWM_ACT_MAXF], [N] */
+} wm_act_batch;
+
+void wm_act_batch_free(wm_act_batch *b);
+void wm_act_forward(cwm_world *w, const cwm_step *const *steps, int N, wm_act_batch *b);
+/* du, dd [N, D]: accumulates into w->tp's gradients. */
+void wm_act_backward(cwm_world *w, const wm_act_batch *b, const float *du, const float *dd);
+
+/* Tokenizes and encodes texts with the encoder (inference or training forward). */
+int wm_encode_texts(cwm_world *w, const char *const *texts, int n, float *out, int keep, cwm_err *err);
+
+/* The cost model's scoring without the cost-model object (eval's speed figure). */
+int wm_score_states(cwm_world *w, cwm_state *const *states, int n, double *scores, cwm_err *err);
+
+#endif

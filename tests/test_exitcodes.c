@@ -1,0 +1,226 @@
+/* test_exitcodes.c: errors a user can act on, through the built `cwm` binary (next to this test
+ * or $CWM_BIN): a missing compiler, a missing XGBoost or OpenBLAS, an unwritable log, a model
+ * file of another version, a workload the search cannot schedule, a malformed workload and a
+ * bad command line each end the command with their own exit code (the cwm_status numbers) and
+ * one clear line on stderr, and `cwm --help` documents every one of those codes. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cwm/util.h"
+#include "testlib.h"
+
+static char g_bin[PATH_MAX];
+static char g_dir[64];
+
+static void find_bin(void) {
+  const char *b = getenv("CWM_BIN");
+  if (b && *b) {
+    snprintf(g_bin, sizeof g_bin, "%s", b);
+    return;
+  }
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n < 0) n = 0;
+  self[n] = 0;
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = 0;
+  snprintf(g_bin, sizeof g_bin, "%.4000s/cwm", slash ? self : ".");
+}
+
+/* Runs cwm with argv (NULL-terminated) and the extra environment assignments env ("K=V", NULL
+ * terminated; "K=" unsets K); returns the exit status (or 128 + signal) and fills err with
+ * stderr and out with stdout (each at most cap bytes). */
+static int run_cwm(const char *const *env, const char *const *argv, char *err, size_t cap, char *out) {
+  char ef[128], of[128];
+  snprintf(ef, sizeof ef, "%s/stderr", g_dir);
+  snprintf(of, sizeof of, "%s/stdout", g_dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fe = open(ef, O_WRONLY | O_CREAT | O_TRUNC, 0644), fo = open(of, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fe < 0 || fo < 0) _exit(126);
+    dup2(fe, 2);
+    dup2(fo, 1);
+    for (int i = 0; env && env[i]; i++) {
+      char kv[1024];
+      snprintf(kv, sizeof kv, "%s", env[i]);
+      char *eq = strchr(kv, '=');
+      if (!eq) continue;
+      *eq = 0;
+      if (eq[1]) setenv(kv, eq + 1, 1);
+      else unsetenv(kv);
+    }
+    execv(g_bin, (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  for (int k = 0; k < 2; k++) {
+    char *dst = k ? out : err;
+    if (!dst) continue;
+    dst[0] = 0;
+    FILE *f = fopen(k ? of : ef, "r");
+    if (!f) continue;
+    size_t n = fread(dst, 1, cap - 1, f);
+    dst[n] = 0;
+    fclose(f);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* The case: exit code `code`, exactly one line on stderr that starts with "cwm" and contains
+ * `needle` (case-insensitive). */
+static void expect(const char *what, const char *const *env, const char *const *argv, int code, const char *needle) {
+  char err[8192], out[8192];
+  int rc = run_cwm(env, argv, err, sizeof err, out);
+  CHECKF(rc == code, "%s: exit %d, expected %d; stderr: %s", what, rc, code, err);
+  CHECKF(count_lines(err) == 1 && !strncmp(err, "cwm", 3), "%s: expected one line on stderr, got: %s", what, err);
+  CHECKF(strcasestr(err, needle) != NULL, "%s: the message does not say '%s': %s", what, needle, err);
+  fprintf(stderr, "exitcodes: %-28s -> %d: %s", what, rc, err);
+}
+
+static void write_bytes(const char *path, const unsigned char *d, size_t n) {
+  cwm_err e = {0};
+  CHECKF(cwm_write_file_atomic(path, d, n, &e) == 0, "%s", e.msg);
+}
+
+static void put_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+int main(void) {
+  find_bin();
+  if (access(g_bin, X_OK) != 0) {
+    fprintf(stderr, "no cwm binary at %s (set CWM_BIN)\n", g_bin);
+    return 1;
+  }
+  snprintf(g_dir, sizeof g_dir, "/tmp/cwm-exitcodes-XXXXXX");
+  if (!mkdtemp(g_dir)) return 1;
+  char cache[128], cachevar[160], log[160], wl[160], chain[160], amodel[160], wmodel[160], notdir[160], logbad[200];
+  snprintf(cache, sizeof cache, "%s/cache", g_dir);
+  snprintf(cachevar, sizeof cachevar, "CWM_CACHE_DIR=%s", cache); /* empty: every kernel must be compiled */
+  snprintf(log, sizeof log, "%s/log.jsonl", g_dir);
+  const char *W = "dense M=8 N=8 K=8";
+  const char *quick[] = {"--trials", "2", "--per-round", "2", "--population", "8", "--generations", "0", "--quiet"};
+#define TUNE(...) ((const char *const[]){"cwm", "tune", "--workload", __VA_ARGS__, quick[0], quick[1], quick[2], \
+                                         quick[3], quick[4], quick[5], quick[6], quick[7], quick[8], NULL})
+
+  /* a bad command line */
+  expect("unknown option", NULL, (const char *const[]){"cwm", "tune", "--no-such-option", NULL}, CWM_EUSAGE,
+         "unknown option");
+  /* a malformed workload: an op spec and workload text */
+  expect("malformed op spec", NULL, TUNE("dense M=8 N=", "--model", "random"), CWM_EPARSE, "N");
+  snprintf(wl, sizeof wl, "%s/bad.wl", g_dir);
+  const char *bad = "input A[4]\nout[i:4] = A[i] +\noutput out\n";
+  write_bytes(wl, (const unsigned char *)bad, strlen(bad));
+  char wlspec[200];
+  snprintf(wlspec, sizeof wlspec, "@%s", wl);
+  expect("malformed workload text", NULL, TUNE(wlspec, "--model", "random"), CWM_EPARSE, "line 2");
+  /* no C compiler (nothing cached, so the first kernel needs one) */
+  expect("missing compiler", (const char *const[]){"CC=/nonexistent/bin/cc", cachevar, NULL},
+         TUNE(W, "--model", "random"), CWM_ECOMPILER, "compiler");
+  /* XGBoost missing at run time */
+  expect("missing XGBoost", (const char *const[]){"CWM_XGBOOST_LIB=/nonexistent/libxgboost.so.0", NULL},
+         TUNE(W, "--model", "ansor"), CWM_EDEP, "xgboost");
+  /* an unwritable log: a directory that cannot exist (root may write anywhere else) */
+  expect("log under /proc", NULL, TUNE(W, "--model", "random", "--log", "/proc/nonexistent/log.jsonl"), CWM_EIO,
+         "/proc/nonexistent/log.jsonl");
+  snprintf(notdir, sizeof notdir, "%s/plainfile", g_dir);
+  write_bytes(notdir, (const unsigned char *)"x", 1);
+  snprintf(logbad, sizeof logbad, "%s/log.jsonl", notdir);
+  expect("log under a file", NULL, TUNE(W, "--model", "random", "--log", logbad), CWM_EIO, "not a directory");
+  /* an Ansor model file of another version (its checksum correct) */
+  unsigned char am[56];
+  memset(am, 0, sizeof am);
+  memcpy(am, "CWMANSOR", 8);
+  put_le(am + 8, 999, 4); /* version */
+  put_le(am + 12, 164, 4);
+  put_le(am + 48, cwm_hash64(am, 48), 8);
+  snprintf(amodel, sizeof amodel, "%s/other-version.model", g_dir);
+  write_bytes(amodel, am, sizeof am);
+  expect("ansor model of version 999", NULL, TUNE(W, "--model", "ansor", "--pretrained", amodel), CWM_EMODEL,
+         "version");
+  /* a world-model file of another version */
+  unsigned char wm[32];
+  memset(wm, 0, sizeof wm);
+  memcpy(wm, "CWMMODEL", 8);
+  put_le(wm + 8, 999, 4);
+  put_le(wm + 16, sizeof wm, 8);
+  put_le(wm + 24, cwm_hash64(wm, 24), 8);
+  snprintf(wmodel, sizeof wmodel, "%s/other-version.cwm", g_dir);
+  write_bytes(wmodel, wm, sizeof wm);
+  expect("world model of version 999", NULL, TUNE(W, "--model", "world", "--model-file", wmodel), CWM_EMODEL,
+         "version");
+  /* a workload the search cannot schedule: a chain of 14 matrix products, every sketch of
+   * which needs more steps than a schedule holds */
+  snprintf(chain, sizeof chain, "%s/chain.wl", g_dir);
+  cwm_buf b;
+  cwm_buf_init(&b);
+  cwm_buf_puts(&b, "input B0[8, 8]\n");
+  for (int s = 1; s <= 14; s++) cwm_buf_printf(&b, "B%d[i:8, j:8] = sum(k:8 : B%d[i, k] * B0[k, j])\n", s, s - 1);
+  cwm_buf_puts(&b, "output B14\n");
+  write_bytes(chain, (const unsigned char *)b.s, b.len);
+  cwm_buf_free(&b);
+  char chainspec[200];
+  snprintf(chainspec, sizeof chainspec, "@%s", chain);
+  expect("unschedulable workload", NULL, TUNE(chainspec, "--model", "random"), CWM_ENOSCHED, "candidate");
+
+  /* OpenBLAS missing at run time: training the world model needs it. cwm train prints its
+   * progress first, so here the error is the last line and the only one that starts "cwm:" */
+  {
+    char tsv[160], tj[160], mout[160], err[8192];
+    snprintf(tsv, sizeof tsv, "%s/wl.tsv", g_dir);
+    snprintf(tj, sizeof tj, "%s/traj.jsonl", g_dir);
+    snprintf(mout, sizeof mout, "%s/m.cwm", g_dir);
+    const char *row = "t1\tdense\tM=8 N=8 K=8\ttest\n";
+    write_bytes(tsv, (const unsigned char *)row, strlen(row));
+    int rc = run_cwm(NULL,
+                     (const char *const[]){"cwm", "dataset", "sample", "--workloads", tsv, "--per-workload", "4",
+                                           "--seed", "1", "--out", tj, "--jobs", "1", NULL},
+                     err, sizeof err, NULL);
+    CHECKF(rc == 0, "dataset sample: %d: %s", rc, err);
+    rc = run_cwm((const char *const[]){"CWM_OPENBLAS_LIB=/nonexistent/libopenblas.so.0", NULL},
+                 (const char *const[]){"cwm", "train", "all", "--out", mout, "--data", tj, "--epochs", "1", "--quiet",
+                                       NULL},
+                 err, sizeof err, NULL);
+    CHECKF(rc == CWM_EDEP, "missing OpenBLAS: exit %d, expected %d: %s", rc, CWM_EDEP, err);
+    int ncwm = 0;
+    const char *last = err;
+    for (const char *p = err; *p;) {
+      const char *nl = strchr(p, '\n');
+      if (!strncmp(p, "cwm:", 4)) ncwm++;
+      if (!nl) break;
+      if (nl[1]) last = nl + 1;
+      p = nl + 1;
+    }
+    CHECKF(ncwm == 1 && !strncmp(last, "cwm:", 4) && strstr(last, "OpenBLAS"),
+           "missing OpenBLAS: the error must be the one last 'cwm:' line: %s", err);
+    fprintf(stderr, "exitcodes: %-28s -> %d: %s", "missing OpenBLAS", rc, last);
+  }
+
+  /* cwm --help documents every code */
+  char out[8192], err[8192];
+  int rc = run_cwm(NULL, (const char *const[]){"cwm", "--help", NULL}, err, sizeof err, out);
+  CHECK(rc == 0);
+  static const char *const codes[] = {"2 usage", "3 malformed", "4 step", "5 file", "6 C compiler", "7 measurement",
+                                      "8 nothing", "9 model file", "10 runtime library", "70 internal"};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    CHECKF(strstr(out, codes[i]) != NULL, "cwm --help does not document '%s'", codes[i]);
+
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+  if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);
+  return test_done();
+}

@@ -1,0 +1,306 @@
+/* test_world.c: the world model end to end on tiny workloads: a tiny model is built from sampled
+ * trajectories, its encoder and transition train and their losses fall, the ranker trains on
+ * measured records, the model file round-trips (same scores) and every corruption of it fails
+ * with CWM_EMODEL, the cost model "world" tunes a small workload, and the offline evaluation
+ * runs. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cwm/dataset.h"
+#include "cwm/sketch.h"
+#include "cwm/search.h"
+#include "cwm/world.h"
+#include "testlib.h"
+
+static char dir[64];
+static const char *SPECS[] = {
+    "dense M=8 N=16 K=16 bias=1 act=relu", "matmul M=12 N=8 K=20", "dense M=4 N=24 K=8 bias=0 act=none",
+    "matmul M=6 N=10 K=14", "dense M=10 N=8 K=12 bias=1 act=gelu",
+};
+#define NSPEC ((int)(sizeof SPECS / sizeof SPECS[0]))
+
+static double last_transition_loss[2];
+static int nloss;
+static void grab(void *ud, const char *line) {
+  (void)ud;
+  const char *p = strstr(line, "train loss ");
+  if (p) {
+    if (nloss++ == 0) last_transition_loss[0] = atof(p + 11);
+    last_transition_loss[1] = atof(p + 11);
+  }
+  if (getenv("CWM_TEST_VERBOSE")) fprintf(stderr, "  %s\n", line);
+}
+
+static int write_trajectories(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  for (int i = 0; i < NSPEC; i++) {
+    cwm_err e = {0};
+    cwm_workload *w = cwm_workload_from_spec(SPECS[i], NULL, &e);
+    CHECKF(w != NULL, "%s: %s", SPECS[i], e.msg);
+    if (!w) continue;
+    cwm_dag *d = cwm_dag_new(w, &e);
+    cwm_space_opts so;
+    cwm_space_opts_default(&so);
+    cwm_traj *t = NULL;
+    int n = 0;
+    CHECK(cwm_traj_sample(d, &so, 7 + (uint64_t)i, 24, &t, &n, &e) == 0);
+    for (int k = 0; k < n; k++) {
+      cwm_buf b;
+      cwm_buf_init(&b);
+      cwm_traj_to_json(&t[k], &b);
+      fprintf(f, "%s\n", b.s);
+      cwm_buf_free(&b);
+    }
+    cwm_trajs_free(t, n);
+    cwm_dag_free(d);
+    cwm_workload_free(w);
+  }
+  fclose(f);
+  return 0;
+}
+
+static int measure_records(const char *path) {
+  cwm_wl_entry *wl = calloc(NSPEC, sizeof *wl);
+  for (int i = 0; i < NSPEC; i++) {
+    snprintf(wl[i].id, sizeof wl[i].id, "w%d", i);
+    snprintf(wl[i].spec, sizeof wl[i].spec, "%s", SPECS[i]);
+  }
+  cwm_collect_opts o;
+  cwm_collect_opts_default(&o);
+  o.per_workload = 12;
+  o.population = 64;
+  o.generations = 1;
+  o.log_path = path;
+  o.measure.repeats = 1;
+  o.measure.min_repeat_ms = 1;
+  cwm_collect_result r;
+  cwm_err e = {0};
+  int rc = cwm_dataset_measure(wl, NSPEC, &o, &r, &e);
+  CHECKF(rc == 0, "dataset measure: %s", e.msg);
+  free(wl);
+  return rc;
+}
+
+static void corrupt_cases(const char *model) {
+  size_t n = 0;
+  cwm_err e = {0};
+  char *data = cwm_read_file(model, &n, &e);
+  CHECK(data != NULL && n > 100);
+  if (!data) return;
+  char bad[160];
+  snprintf(bad, sizeof bad, "%s/bad.cwm", dir);
+  /* truncations */
+  size_t cuts[] = {0, 7, 16, n / 3, n / 2, n - 9, n - 1};
+  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+    CHECK(cwm_write_file_atomic(bad, data, cuts[i], &e) == 0);
+    cwm_world *w = cwm_world_load(bad, &e);
+    CHECKF(w == NULL && e.code == CWM_EMODEL, "truncated at %zu: loaded or code %d", cuts[i], e.code);
+    cwm_world_free(w);
+  }
+  /* altered bytes */
+  size_t at[] = {9, n / 4, n / 2, n - 20};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    data[at[i]] ^= 0x5a;
+    CHECK(cwm_write_file_atomic(bad, data, n, &e) == 0);
+    cwm_world *w = cwm_world_load(bad, &e);
+    CHECKF(w == NULL && e.code == CWM_EMODEL, "byte %zu altered: loaded or code %d", at[i], e.code);
+    cwm_world_free(w);
+    data[at[i]] ^= 0x5a;
+  }
+  free(data);
+  /* not a model file at all */
+  CHECK(cwm_write_file_atomic(bad, "hello\n", 6, &e) == 0);
+  cwm_world *w = cwm_world_load(bad, &e);
+  CHECK(w == NULL && e.code == CWM_EMODEL);
+  cwm_world_free(w);
+  w = cwm_world_load("/nonexistent/model.cwm", &e);
+  CHECK(w == NULL && e.code != 0);
+}
+
+/* A model file of another world version: rewrite world.config through the container. */
+#include "cwm/modelfile.h"
+static void version_case(const char *model) {
+  cwm_err e = {0};
+  cwm_mfile *f = cwm_mfile_load(model, &e);
+  CHECK(f != NULL);
+  if (!f) return;
+  cwm_mfile_writer *mw = cwm_mfile_writer_new();
+  for (int i = 0; i < cwm_mfile_count(f); i++) {
+    const char *name = cwm_mfile_section_name(f, i);
+    int kind = cwm_mfile_section_kind(f, i);
+    if (!strcmp(name, "world.config")) {
+      char *t = cwm_xstrdup(cwm_mfile_text(f, name));
+      char *p = strstr(t, "world_version=");
+      if (p) p[14] = '7';
+      cwm_mfile_add_text(mw, name, t, &e);
+      free(t);
+    } else if (kind == CWM_MFILE_TEXT) {
+      cwm_mfile_add_text(mw, name, cwm_mfile_text(f, name), &e);
+    } else if (kind == CWM_MFILE_BYTES) {
+      size_t n;
+      const void *b = cwm_mfile_bytes(f, name, &n);
+      cwm_mfile_add_bytes(mw, name, b, n, &e);
+    } else {
+      int shape[CWM_MFILE_MAX_DIMS], nd;
+      const float *t = cwm_mfile_tensor(f, name, shape, &nd);
+      cwm_mfile_add_tensor(mw, name, t, nd, shape, &e);
+    }
+  }
+  char path[160];
+  snprintf(path, sizeof path, "%s/v7.cwm", dir);
+  CHECK(cwm_mfile_write(mw, path, &e) == 0);
+  cwm_mfile_writer_free(mw);
+  cwm_mfile_free(f);
+  cwm_world *w = cwm_world_load(path, &e);
+  CHECKF(w == NULL && e.code == CWM_EMODEL && strstr(e.msg, "version 7"), "version: %s", e.msg);
+  cwm_world_free(w);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/cwm-test-world-XXXXXX");
+  if (!mkdtemp(dir)) return 1;
+  char traj[128], log[128], model[128];
+  snprintf(traj, sizeof traj, "%s/traj.jsonl", dir);
+  snprintf(log, sizeof log, "%s/measured.jsonl", dir);
+  snprintf(model, sizeof model, "%s/model.cwm", dir);
+  CHECK(write_trajectories(traj) == 0);
+  CHECK(measure_records(log) == 0);
+
+  cwm_err e = {0};
+  cwm_vocab *v = NULL;
+  CHECKF(cwm_world_build_vocab(traj, 0, 1, &v, &e) == 0, "%s", e.msg);
+  cwm_world_config c;
+  cwm_world_config_default(&c);
+  c.enc.width = 16;
+  c.enc.heads = 2;
+  c.enc.layers = 1;
+  c.enc.window = 32;
+  c.enc.overlap = 8;
+  cwm_world *w = cwm_world_new(&c, v, 3, &e);
+  CHECKF(w != NULL, "%s", e.msg);
+  if (!w) return test_done();
+
+  cwm_train_opts to;
+  cwm_train_opts_default(&to);
+  to.traj_path = traj;
+  to.log_path = log;
+  /* a split with held-out workloads on both sides */
+  to.valid_fraction = 0;
+  for (double f = 0.3; f < 0.8 && to.valid_fraction == 0; f += 0.05) {
+    int nv = 0;
+    for (int i = 0; i < NSPEC; i++) {
+      cwm_workload *x = cwm_workload_from_spec(SPECS[i], NULL, &e);
+      char key[17];
+      cwm_workload_key(x, key);
+      nv += cwm_split_part(key, f) == CWM_SPLIT_VALID;
+      cwm_workload_free(x);
+    }
+    if (nv >= 1 && nv < NSPEC - 1) to.valid_fraction = f;
+  }
+  CHECK(to.valid_fraction > 0);
+  to.epochs = 1;
+  to.batch = 8;
+  to.max_traj = 64;
+  to.ranker_rounds = 30;
+  to.lr = 3e-3f;
+  to.progress = grab;
+  CHECKF(cwm_world_train_encoder(w, &to, &e) == 0, "%s", e.msg);
+  nloss = 0;
+  to.epochs = 3; /* 12 transition epochs */
+  CHECKF(cwm_world_train_transition(w, &to, &e) == 0, "%s", e.msg);
+  CHECKF(last_transition_loss[1] < last_transition_loss[0] * 0.8, "transition training loss %g -> %g",
+         last_transition_loss[0], last_transition_loss[1]);
+  double vf = to.valid_fraction;
+  CHECKF(cwm_world_train_ranker(w, &to, &e) == 0, "%s", e.msg);
+  CHECK(cwm_world_ranker(w) != NULL);
+  CHECKF(cwm_world_save(w, model, &e) == 0, "%s", e.msg);
+
+  /* the same scores after a round trip */
+  cwm_workload *wl = cwm_workload_from_spec(SPECS[0], NULL, &e);
+  cwm_dag *d = cwm_dag_new(wl, &e);
+  cwm_space_opts so;
+  cwm_space_opts_default(&so);
+  cwm_traj *t = NULL;
+  int n = 0;
+  CHECK(cwm_traj_sample(d, &so, 99, 12, &t, &n, &e) == 0 && n > 4);
+  const cwm_step **st = calloc((size_t)n, sizeof *st);
+  int *ns = calloc((size_t)n, sizeof *ns);
+  for (int i = 0; i < n; i++) st[i] = t[i].steps, ns[i] = t[i].nsteps;
+  int nf = cwm_world_nfeat(w);
+  float *r1 = calloc((size_t)n * nf, sizeof(float)), *r2 = calloc((size_t)n * nf, sizeof(float));
+  CHECK(cwm_world_record_rows(w, d, st, ns, n, 0, r1, &e) == 0);
+  cwm_world *w2 = cwm_world_load(model, &e);
+  CHECKF(w2 != NULL, "%s", e.msg);
+  if (w2) {
+    CHECK(cwm_world_record_rows(w2, d, st, ns, n, 0, r2, &e) == 0);
+    CHECK(memcmp(r1, r2, sizeof(float) * (size_t)n * nf) == 0);
+    double *p1 = calloc((size_t)n, sizeof(double)), *p2 = calloc((size_t)n, sizeof(double));
+    CHECK(cwm_ranker_predict(cwm_world_ranker(w), r1, n, nf, p1, &e) == 0);
+    CHECK(cwm_ranker_predict(cwm_world_ranker(w2), r2, n, nf, p2, &e) == 0);
+    CHECK(memcmp(p1, p2, sizeof(double) * (size_t)n) == 0);
+    /* the rollout moves the latent state: different schedules, different z_T */
+    CHECK(memcmp(r1, r1 + nf, sizeof(float) * (size_t)cwm_world_width(w)) != 0);
+    free(p1);
+    free(p2);
+  }
+  free(r1);
+  free(r2);
+  free(st);
+  free(ns);
+  cwm_trajs_free(t, n);
+  cwm_dag_free(d);
+  cwm_workload_free(wl);
+  corrupt_cases(model);
+  version_case(model);
+
+  /* the offline evaluation runs on held-out workloads */
+  cwm_eval_opts eo = {0};
+  eo.records = log;
+  eo.valid_fraction = vf;
+  eo.seed = 1;
+  cwm_buf rep;
+  cwm_buf_init(&rep);
+  int erc = cwm_world_eval_ranking(w, &eo, &rep, &e);
+  CHECKF(erc == 0 || e.code == CWM_EIO, "eval: %s", e.msg);
+  if (erc == 0) CHECK(strstr(rep.s, "| world |") && strstr(rep.s, "| ansor"));
+  cwm_buf_free(&rep);
+  cwm_world_free(w);
+
+  /* --model world tunes a small workload */
+  if (w2) {
+    cwm_costmodel *m = cwm_costmodel_world(w2, &e);
+    CHECKF(m != NULL, "%s", e.msg);
+    cwm_workload *tw = cwm_workload_from_spec("dense M=8 N=20 K=12 bias=1 act=relu", NULL, &e);
+    cwm_measure_opts mo;
+    cwm_measure_opts_default(&mo);
+    mo.repeats = 1;
+    mo.min_repeat_ms = 1;
+    cwm_task *task = cwm_task_new(tw, &mo, &e);
+    cwm_tune_opts o;
+    cwm_tune_opts_default(&o);
+    o.trials = 24;
+    o.per_round = 8;
+    o.population = 64;
+    o.generations = 2;
+    o.init_min_population = 16;
+    o.seed = 5;
+    cwm_tune_result res;
+    int rc = m ? cwm_tune(task, m, &o, &res, &e) : -1;
+    CHECKF(rc == 0, "tune with world: %s", e.msg);
+    if (rc == 0) {
+      CHECK(res.measured >= 16 && res.best_cost < 1);
+      cwm_tune_result_free(&res);
+    }
+    cwm_task_free(task);
+    cwm_workload_free(tw);
+    cwm_costmodel_free(m);
+  }
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+  return test_done();
+}
