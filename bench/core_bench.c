@@ -1,7 +1,7 @@
 /* core_bench.c: can the code generator be fast when the schedule is right? Times, in one run,
- * the hand-written schedules of matmul_1024 and conv_s1_3x3 (src/search/hand.c), the naive
- * loop nest and oneDNN on the same shapes at 1 and 2 threads, and prints GFLOP/s and the ratio
- * to oneDNN; then how many candidates per second the builder compiles for dense_qkv.
+ * the hand-written schedules of matmul_1024, dense_qkv and conv_s1_3x3 (src/search/hand.c), the
+ * naive loop nest and oneDNN on the same shapes at 1 and 2 threads, and prints GFLOP/s and the
+ * ratio to oneDNN; then how many candidates per second the builder compiles for dense_qkv.
  * usage: core_bench [--threads 1,2] [--skip-builder] [--skip-speed]  (run on a quiet machine) */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -162,8 +162,8 @@ int main(int argc, char **argv) {
   if (!skip_speed) {
     printf("GFLOP/s (median of 7 repeats of >= 50 ms); ratio = oneDNN latency / hand latency\n");
     printf("%-12s %7s %12s %12s %12s %14s\n", "workload", "threads", "naive", "hand", "oneDNN", "hand/oneDNN");
-    const char *ids[] = {"matmul_1024", "conv_s1_3x3"};
-    for (int k = 0; k < 2; k++) {
+    const char *ids[] = {"matmul_1024", "dense_qkv", "conv_s1_3x3"};
+    for (int k = 0; k < 3; k++) {
       char tl[64];
       snprintf(tl, sizeof tl, "%s", threads);
       for (char *tok = strtok(tl, ","); tok; tok = strtok(NULL, ","))

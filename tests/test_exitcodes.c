@@ -47,6 +47,10 @@ static int run_cwm(const char *const *env, const char *const *argv, char *err, s
     if (fe < 0 || fo < 0) _exit(126);
     dup2(fe, 2);
     dup2(fo, 1);
+    /* under AddressSanitizer (the sanitizer build runs this test too) a leak report would replace
+     * the exit status under test: error paths that return without freeing are not this test's
+     * subject */
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
     for (int i = 0; env && env[i]; i++) {
       char kv[1024];
       snprintf(kv, sizeof kv, "%s", env[i]);
@@ -81,11 +85,14 @@ static int count_lines(const char *s) {
 }
 
 /* The case: exit code `code`, exactly one line on stderr that starts with "cwm" and contains
- * `needle` (case-insensitive). */
+ * `needle` (case-insensitive). A usage error is followed by the command's help: there only the
+ * first line is the message. */
 static void expect(const char *what, const char *const *env, const char *const *argv, int code, const char *needle) {
-  char err[8192], out[8192];
+  char err[16384], out[8192];
   int rc = run_cwm(env, argv, err, sizeof err, out);
   CHECKF(rc == code, "%s: exit %d, expected %d; stderr: %s", what, rc, code, err);
+  char *nl = strchr(err, '\n');
+  if (code == CWM_EUSAGE && nl) nl[1] = 0;
   CHECKF(count_lines(err) == 1 && !strncmp(err, "cwm", 3), "%s: expected one line on stderr, got: %s", what, err);
   CHECKF(strcasestr(err, needle) != NULL, "%s: the message does not say '%s': %s", what, needle, err);
   fprintf(stderr, "exitcodes: %-28s -> %d: %s", what, rc, err);
@@ -175,7 +182,7 @@ int main(void) {
   cwm_buf_free(&b);
   char chainspec[200];
   snprintf(chainspec, sizeof chainspec, "@%s", chain);
-  expect("unschedulable workload", NULL, TUNE(chainspec, "--model", "random"), CWM_ENOSCHED, "candidate");
+  expect("unschedulable workload", NULL, TUNE(chainspec, "--model", "random"), CWM_ENOSCHED, "cannot schedule");
 
   /* OpenBLAS missing at run time: training the world model needs it. cwm train prints its
    * progress first, so here the error is the last line and the only one that starts "cwm:" */

@@ -1,6 +1,9 @@
 /* codegen.h: lowering a state to code. Bound inference for attached stages, guards for uneven
- * splits, local buffers for cache stages, OpenMP for parallel loops, simd/unroll pragmas.
- * The same walk prints the TensorIR-like text of cwm_state_print (declared in state.h). */
+ * splits, local buffers for cache stages, OpenMP for parallel loops, simd/unroll pragmas, and
+ * Ansor's layout rewrite: an input marked `const` (a weight) that one reduction stage reads is
+ * taken by the kernel in the order that stage's loops walk it, with a conversion function run
+ * once outside the kernel. The same walk prints the TensorIR-like text of cwm_state_print
+ * (declared in state.h), where such an input's placeholder line shows its layout. */
 #ifndef CWM_CODEGEN_H
 #define CWM_CODEGEN_H
 

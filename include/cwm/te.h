@@ -1,5 +1,7 @@
 /* te.h: the workload front end. A workload is a small tensor-expression program: inputs with
- * shapes, compute statements (elementwise or a top-level sum/max reduction) and one output.
+ * shapes (`input W[768, 768] const` marks a weight, fixed across calls: its layout may be
+ * rewritten for the schedule), compute statements (elementwise or a top-level sum/max reduction)
+ * and one output.
  * It parses from text, prints back to the same text, and comes from op specs of the suite. */
 #ifndef CWM_TE_H
 #define CWM_TE_H

@@ -20,7 +20,7 @@
  *                .local or .rf kept as its own token (var.rf -> <t:3> .rf, var -> <t:3>).
  *                Tensor names are the workload author's choice (user workloads bring names
  *                no training text had), so they carry no meaning the structure does not.
- *   words        keywords (placeholder allocate for parallel vectorize unroll pragma if
+ *   words        keywords (placeholder allocate const for parallel vectorize unroll pragma if
  *                auto_unroll), function names (exp tanh max ...), pragma names
  *                (auto_unroll_max_step), inf/nan: the word itself.
  *   operators    ( ) [ ] , : = += max= min= * + - / % < <= > >= == != && || ! ? and any other
@@ -49,7 +49,7 @@
 #define CWM_TOK_UNK 1
 #define CWM_TOKEN_MAX 64   /* longest token string a vocabulary holds */
 /* Bumped whenever the rules above change: a vocabulary of another scheme does not load. */
-#define CWM_TOKENIZER_SCHEME 1
+#define CWM_TOKENIZER_SCHEME 2
 
 typedef struct cwm_vocab cwm_vocab;
 

@@ -2,7 +2,8 @@
  * consumer needs per iteration (a linear form in the consumer's outer loop variables plus a
  * constant extent); the walk then emits every stage's loop nest, with attached stages at their
  * loops, reduction init nests before the first reduction loop, and guards where splits are
- * uneven. Two back ends share the walk: C (cwm_codegen) and the TensorIR-like text
+ * uneven. Weights (inputs marked `const`) may be read in a rewritten layout (see "layout rewrite"
+ * below). Two back ends share the walk: C (cwm_codegen) and the TensorIR-like text
  * (cwm_state_print). */
 #include "cwm/codegen.h"
 #include "../state/state_internal.h"
@@ -1781,14 +1782,14 @@ char *cwm_state_print(const cwm_state *s) {
     int t = s->stages[p].tid;
     const rewrite_t *rw = t >= 0 && t < CWM_MAX_OPS ? c->rw[t] : NULL;
     if (rw) {
-      /* the reads below index this layout: [part:extent, ...] of the reading stage's loops */
-      cwm_buf_puts(&b, " layout [");
+      /* the reads below index this layout: (part:extent, ...) of the reading stage's loops */
+      cwm_buf_puts(&b, " layout(");
       for (int d = 0; d < rw->ndim; d++) {
         char nm[256];
         cwm_node_name(s, rw->stage, rw->node[d], nm, sizeof nm);
         cwm_buf_printf(&b, "%s%s:%ld", d ? ", " : "", nm, rw->extent[d]);
       }
-      cwm_buf_puts(&b, "]");
+      cwm_buf_puts(&b, ")");
     }
     cwm_buf_puts(&b, "\n");
   }

@@ -295,7 +295,7 @@ int cwm_sample_initial(const cwm_dag *d, const cwm_space_opts *o, cwm_rng *r, in
   if (rc) return rc;
   if (nsk == 0) {
     cwm_states_free(sk, nsk);
-    return cwm_fail(err, CWM_ENOSCHED, "the workload has no sketch");
+    return cwm_fail(err, CWM_ENOSCHED, "the search cannot schedule this workload: it has no sketch");
   }
   cwm_state **v = cwm_xcalloc((size_t)(n > 0 ? n : 1), sizeof *v);
   char **text = cwm_xcalloc((size_t)(n > 0 ? n : 1), sizeof *text);
@@ -333,8 +333,8 @@ int cwm_sample_initial(const cwm_dag *d, const cwm_space_opts *o, cwm_rng *r, in
   cwm_states_free(sk, nsk);
   if (kept == 0 && n > 0) {
     free(v);
-    return cwm_fail(err, CWM_ENOSCHED, "no valid candidate in %d draws (last: %s)", max_misses,
-                    last.msg);
+    return cwm_fail(err, CWM_ENOSCHED, "the search cannot schedule this workload: no valid candidate in %d draws "
+                    "(last: %s)", max_misses, last.msg);
   }
   *out = v;
   *nout = kept;

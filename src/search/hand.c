@@ -18,7 +18,7 @@ static const struct {
      "[\"AN\",4,2,2],[\"AN\",2,1,2]]"},
     /* dense with bias, as MultiLevelTilingWithFusion: D tiled SSRSRS (4x16 register tile under
      * a 256-long k loop), computed at the bias stage's fused parallel loop. W is a constant input,
-     * so it is stored as the loops read it, [j.0:48, k.0:3, k.1:256, j.3:16]: the vectorized j.3
+     * so it is stored as the loops read it, layout(j.0:48, k.0:3, k.1:256, j.3:16): the vectorized j.3
      * loop reads 16 contiguous floats (in W's own layout the stride would be K). */
     {"dense_qkv",
      "[[\"SP\",3,0,128,[1,32,4],1],[\"SP\",3,4,768,[1,1,16],1],[\"SP\",3,8,768,[256],1],"

@@ -376,7 +376,8 @@ static void lex_line(lexer *lx, const char *t, size_t len, size_t *pos) {
       } else if (decl) {
         emit_name(lx, w, wl, decl == 2);
         decl = 0;
-      } else if (kind != LINE_OTHER) {
+      } else if (kind != LINE_OTHER || word_is(w, wl, "const")) {
+        /* loop lines' annotations; the weight marking of a placeholder ("W[..] const layout(..)") */
         emit_lit(lx, w, wl);
       } else if (nc == '[') {
         emit_name(lx, w, wl, 1);
