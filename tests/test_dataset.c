@@ -9,6 +9,7 @@
 #include "testlib.h"
 
 #include <malloc.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -614,6 +615,30 @@ static void test_measure(void) {
          "%s", rep.s ? rep.s : "");
   fprintf(stderr, "%s", rep.s ? rep.s : "");
   cwm_buf_free(&rep);
+
+  /* label noise: re-measuring every good record (the corrupt last line is skipped) */
+  cwm_remeasure_opts ro;
+  cwm_remeasure_opts_default(&ro);
+  ro.log_path = o.log_path;
+  static char outp[256];
+  snprintf(outp, sizeof outp, "%s", tmp("remeasured.jsonl"));
+  ro.out_path = outp;
+  ro.fraction = 1.0;
+  ro.measure = quick_opts();
+  cwm_remeasure_result rr;
+  CHECKF(cwm_dataset_remeasure(&ro, &rr, &e) == 0, "%s", e.msg);
+  CHECKF(rr.selected == ok && rr.measured == ok && rr.resumed == 0 && rr.compared + rr.failed_now == ok &&
+             rr.median_rel_diff >= 0 && rr.p90_rel_diff >= rr.median_rel_diff,
+         "selected %d measured %d compared %d (good %d)", rr.selected, rr.measured, rr.compared, ok);
+  /* resumed: nothing measured twice, the same comparison */
+  cwm_remeasure_result r2;
+  CHECK(cwm_dataset_remeasure(&ro, &r2, &e) == 0);
+  CHECKF(r2.measured == 0 && r2.resumed == ok && fabs(r2.median_rel_diff - rr.median_rel_diff) < 1e-6, "resume: measured %d resumed %d",
+         r2.measured, r2.resumed);
+  /* a small fraction picks a subset */
+  ro.fraction = 0.3;
+  CHECK(cwm_dataset_remeasure(&ro, &r2, &e) == 0);
+  CHECK(r2.selected < ok && r2.measured == 0);
 }
 
 int main(void) {

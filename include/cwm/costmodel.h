@@ -17,13 +17,17 @@ struct cwm_costmodel {
   int (*predict)(cwm_costmodel *m, cwm_state *const *states, int n, double *scores, cwm_err *err);
   int (*save)(cwm_costmodel *m, const char *path, cwm_err *err); /* may be NULL */
   void (*free)(cwm_costmodel *m);
+  /* 1 when scores never depend on measurements (random): the search then does not seed its
+   * population with the best measured programs, so its decisions do not depend on timings */
+  int ignores_measurements;
 };
 
 int cwm_costmodel_update(cwm_costmodel *m, cwm_state *const *states, const cwm_record *recs, int n, cwm_err *err);
 int cwm_costmodel_predict(cwm_costmodel *m, cwm_state *const *states, int n, double *scores, cwm_err *err);
 void cwm_costmodel_free(cwm_costmodel *m);
 
-/* Uniform random scores (deterministic for the seed). */
+/* Uniform random scores: a hash of the seed and the state's step list, so a state gets the same
+ * score whenever it is scored. */
 cwm_costmodel *cwm_costmodel_random(uint64_t seed);
 
 /* Ansor's cost model: per-store feature rows (see cwm_ansor_features) and gradient-boosted

@@ -93,6 +93,13 @@ struct cwm_tuner {
   char key[17];
   double t0;
   cwm_tune_result st; /* counters; best_* are filled only by cwm_tuner_result */
+  int round;          /* rounds done: each round's random stream is seeded from (seed, round) */
+  /* a resumed log's last, unfinished round: its records wait for the round to be searched again,
+   * so that the picks are those of an uninterrupted run and only the missing ones are measured */
+  cwm_state **pend;
+  cwm_record *pend_recs;
+  uint64_t *pend_h;
+  int npend;
   cwm_tune_result *res; /* &st */
 };
 
@@ -202,6 +209,22 @@ static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
   }
   t->res->corrupt_lines += cwm_log_iter_nbad(it);
   cwm_log_iter_close(it);
+  if (rc >= 0 && t->o->per_round > 0 && b.n % t->o->per_round) {
+    /* the records after the last whole round wait for that round to be searched again */
+    int whole = b.n - b.n % t->o->per_round;
+    t->npend = b.n - whole;
+    t->pend = cwm_xmalloc(sizeof *t->pend * (size_t)t->npend);
+    t->pend_recs = cwm_xmalloc(sizeof *t->pend_recs * (size_t)t->npend);
+    t->pend_h = cwm_xmalloc(sizeof *t->pend_h * (size_t)t->npend);
+    for (int i = 0; i < t->npend; i++) {
+      t->pend[i] = b.states[whole + i];
+      t->pend_recs[i] = b.recs[whole + i];
+      t->pend_h[i] = state_hash(t->pend[i]);
+    }
+    b.n = whole;
+    t->res->resumed += t->npend;
+  }
+  if (t->o->per_round > 0) t->round = b.n / t->o->per_round;
   return resume_finish(t, &b, rc < 0 ? err->code : 0, err);
 }
 
@@ -270,10 +293,14 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
   const cwm_dag *d = cwm_task_dag(t->task);
   cwm_state **init = NULL;
   int ninit = 0;
+  /* each round's stream from (seed, round): a resumed run repeats the interrupted round */
+  cwm_rng_seed(&t->rng, o->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(t->round + 1)));
   int rc = cwm_sample_initial(d, &o->space, &t->rng, o->init_min_population, &init, &ninit, err);
   if (rc) return rc;
-  /* population: the random samples plus the best measured programs */
+  /* population: the random samples plus the best measured programs (not for a model that
+   * ignores measurements: seeding by measured time would make the picks depend on timings) */
   int nbest = t->nmeas < (int)(0.2 * o->population) ? t->nmeas : (int)(0.2 * o->population);
+  if (t->model->ignores_measurements) nbest = 0;
   if (t->nmeas) qsort(t->meas, (size_t)t->nmeas, sizeof *t->meas, cmp_meas);
   int cap = o->population > ninit + nbest ? o->population : ninit + nbest;
   cand_t *pop = cwm_xcalloc((size_t)cap, sizeof *pop);
@@ -386,23 +413,77 @@ int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
   int np;
   int rc = search_round(t, want, &picks, &np, err);
   if (rc) return rc;
+  /* picks already measured before an interruption come first, with their logged records */
+  cwm_record *recs = cwm_xcalloc((size_t)(np + t->npend + 1), sizeof *recs);
+  int nold = 0;
+  for (int i = 0; i < np && t->npend; i++) {
+    uint64_t h = state_hash(picks[i]);
+    for (int k = 0; k < t->npend; k++) {
+      if (!t->pend[k] || t->pend_h[k] != h) continue;
+      cwm_state *x = picks[i];
+      picks[i] = picks[nold];
+      picks[nold] = t->pend[k];
+      cwm_state_free(x);
+      recs[nold] = t->pend_recs[k];
+      t->pend[k] = NULL;
+      nold++;
+      break;
+    }
+  }
+  for (int i = 0; i < nold; i++) hset_add(&t->seen, state_hash(picks[i]));
   /* measure in chunks so that an interrupt ends the round soon, keeping what was measured */
-  cwm_record *recs = cwm_xcalloc((size_t)(np ? np : 1), sizeof *recs);
   int nm = 0;
-  for (int c0 = 0; c0 < np && !(o->stop && *o->stop); c0 += 16) {
-    int cn = np - c0 < 16 ? np - c0 : 16;
-    if ((rc = cwm_task_measure(t->task, picks + c0, cn, recs + c0, err))) break;
+  cwm_state **mp = picks + nold;
+  cwm_record *mr = recs + nold;
+  int nmp = np - nold;
+  for (int c0 = 0; c0 < nmp && !(o->stop && *o->stop); c0 += 16) {
+    int cn = nmp - c0 < 16 ? nmp - c0 : 16;
+    if ((rc = cwm_task_measure(t->task, mp + c0, cn, mr + c0, err))) break;
     for (int i = c0; i < c0 + cn; i++) {
-      if (t->log && (rc = cwm_log_append(t->log, &recs[i], err))) break;
-      hset_add(&t->seen, state_hash(picks[i]));
-      if (recs[i].error) res->errors++;
+      if (t->log && (rc = cwm_log_append(t->log, &mr[i], err))) break;
+      hset_add(&t->seen, state_hash(mp[i]));
+      if (mr[i].error) res->errors++;
     }
     nm = c0 + cn;
     if (rc) break;
   }
-  if (!rc && nm) rc = cwm_costmodel_update(t->model, picks, recs, nm, err);
+  /* pending records the round did not pick again (a model whose picks depend on timings) join
+   * the round as they are */
+  int nall = nold + nm;
+  cwm_state **all = picks;
+  if (t->npend) {
+    int extra = 0;
+    for (int k = 0; k < t->npend; k++) extra += t->pend[k] != NULL;
+    if (extra) {
+      all = cwm_xmalloc(sizeof *all * (size_t)(np + extra));
+      memcpy(all, picks, sizeof *all * (size_t)nall);
+      int j = nall;
+      for (int k = 0; k < t->npend; k++)
+        if (t->pend[k]) {
+          all[j] = t->pend[k];
+          recs[j] = t->pend_recs[k];
+          hset_add(&t->seen, t->pend_h[k]);
+          t->pend[k] = NULL;
+          j++;
+        }
+      /* the unmeasured rest of picks after them, to be freed */
+      memcpy(all + j, picks + nall, sizeof *all * (size_t)(np - nall));
+      nall = j;
+      np = j + (np - (nold + nm));
+      free(picks);
+      picks = all;
+    }
+    free(t->pend);
+    free(t->pend_recs);
+    free(t->pend_h);
+    t->pend = NULL;
+    t->pend_recs = NULL;
+    t->pend_h = NULL;
+    t->npend = 0;
+  }
+  if (!rc && nall) rc = cwm_costmodel_update(t->model, picks, recs, nall, err);
   for (int i = 0; i < np; i++) {
-    if (i < nm) {
+    if (i < nall) {
       keep_measured(t, picks[i], &recs[i]);
       cwm_record_free(&recs[i]);
     } else {
@@ -412,7 +493,8 @@ int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
   free(recs);
   free(picks);
   res->measured += nm;
-  *nmeasured = nm;
+  t->round++;
+  *nmeasured = nall; /* the round's records: measured now, or logged before an interruption */
   return rc;
 }
 
@@ -444,6 +526,13 @@ void cwm_tuner_free(cwm_tuner *t) {
   if (t->own_log) cwm_log_close(t->log);
   for (int i = 0; i < t->nmeas; i++) cwm_state_free(t->meas[i].s);
   free(t->meas);
+  for (int i = 0; i < t->npend; i++) {
+    cwm_state_free(t->pend[i]);
+    if (t->pend[i]) cwm_record_free(&t->pend_recs[i]);
+  }
+  free(t->pend);
+  free(t->pend_recs);
+  free(t->pend_h);
   free(t->seen.h);
   free(t);
 }
@@ -462,7 +551,8 @@ int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_t
     note(t, "resumed %d records of this workload from %s (%d corrupt lines skipped)", t->st.resumed, o->log_path,
          t->st.corrupt_lines);
   double flops = cwm_task_flops(task);
-  int done_trials = t->st.resumed, round = 0, stalls = 0, rc = 0;
+  /* an interrupted round's records count when that round is searched again */
+  int done_trials = t->st.resumed - t->npend, round = 0, stalls = 0, rc = 0;
   while (done_trials < o->trials && !(o->stop && *o->stop)) {
     int want = o->per_round < o->trials - done_trials ? o->per_round : o->trials - done_trials;
     double rs = cwm_now();
@@ -486,6 +576,8 @@ int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_t
   cwm_tuner_result(t, res);
   res->seconds = cwm_now() - t0;
   cwm_tuner_free(t);
+  if (!rc && res->measured + res->resumed == 0 && !(o->stop && *o->stop))
+    return cwm_fail(err, CWM_ENOSCHED, "the search cannot schedule this workload: no candidate could be generated");
   if (!rc && res->best_cost >= 1e9 && res->measured + res->resumed > 0)
     return cwm_fail(err, CWM_ENOSCHED, "every measured candidate failed (%d errors); see the log for the kinds",
                     res->errors);
