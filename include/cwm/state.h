@@ -56,6 +56,8 @@ typedef struct cwm_dag cwm_dag;
 cwm_dag *cwm_dag_new(const cwm_workload *w, cwm_err *err);
 void cwm_dag_free(cwm_dag *d);
 const cwm_workload *cwm_dag_workload(const cwm_dag *d);
+/* The workload's key (cwm_workload_key), computed once when the DAG is built. */
+const char *cwm_dag_key(const cwm_dag *d);
 /* Tensor table: the workload's ops first, then stages created by steps. Stable ids ("tid"). */
 int cwm_dag_ntensors(const cwm_dag *d);
 const cwm_op *cwm_dag_tensor(const cwm_dag *d, int tid);

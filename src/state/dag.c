@@ -22,6 +22,7 @@ struct cwm_dag {
   int nmemo;
   memo_entry memo[MAX_TENSORS];
   pthread_mutex_t mu;
+  char key[17]; /* the workload key, computed once (it prints the workload) */
 };
 
 cwm_dag *cwm_dag_new(const cwm_workload *w, cwm_err *err) {
@@ -43,8 +44,11 @@ cwm_dag *cwm_dag_new(const cwm_workload *w, cwm_err *err) {
   }
   d->ntensors = w->nops;
   pthread_mutex_init(&d->mu, NULL);
+  cwm_workload_key(&d->w, d->key);
   return d;
 }
+
+const char *cwm_dag_key(const cwm_dag *d) { return d->key; }
 
 void cwm_dag_free(cwm_dag *d) {
   if (!d) return;

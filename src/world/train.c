@@ -76,17 +76,15 @@ int cwm_world_build_vocab(const char *traj_path, int max_traj, int min_count, cw
     cwm_state **trace = NULL, *fin = NULL;
     if (cwm_state_replay(d, tr[i].steps, tr[i].nsteps, &fin, &trace, &e)) continue;
     /* the initial state, a middle one and the final one */
-    const cwm_state *pick[3] = {NULL, tr[i].nsteps > 1 ? trace[tr[i].nsteps / 2 - 1] : NULL, fin};
-    cwm_state *s0 = cwm_state_init(d);
-    pick[0] = s0;
+    /* trace[0] is the initial state, trace[t] the state after step t */
+    const cwm_state *pick[3] = {trace[0], tr[i].nsteps > 1 ? trace[tr[i].nsteps / 2] : NULL, fin};
     for (int k = 0; k < 3 && !rc; k++) {
       if (!pick[k]) continue;
       char *text = cwm_state_print(pick[k]);
       rc = cwm_vocab_add_text(v, text, err);
       free(text);
     }
-    cwm_state_free(s0);
-    for (int k = 0; k < tr[i].nsteps; k++) cwm_state_free(trace[k]);
+    for (int k = 0; k <= tr[i].nsteps; k++) cwm_state_free(trace[k]);
     free(trace);
     cwm_state_free(fin);
   }
@@ -332,11 +330,9 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
     cwm_state **trace = NULL, *fin = NULL;
     if (!d || cwm_state_replay(d, tr[i].steps, tr[i].nsteps, &fin, &trace, &e)) continue;
     int T = tr[i].nsteps;
+    /* trace holds T+1 states: the initial one, then the state after each step */
     char **texts = cwm_xmalloc(sizeof(char *) * (size_t)(T + 1));
-    cwm_state *s0 = cwm_state_init(d);
-    texts[0] = cwm_state_print(s0);
-    cwm_state_free(s0);
-    for (int t = 0; t < T; t++) texts[t + 1] = cwm_state_print(trace[t]);
+    for (int t = 0; t <= T; t++) texts[t] = cwm_state_print(trace[t]);
     if (rows + T + 1 > cap) {
       cap = (rows + T + 1) * 2;
       c->Y = cwm_xrealloc(c->Y, sizeof(float) * (size_t)cap * D);
@@ -344,7 +340,7 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
     rc = cwm_world_encode(w, (const char *const *)texts, T + 1, c->Y + (size_t)rows * D, err);
     for (int t = 0; t <= T; t++) free(texts[t]);
     free(texts);
-    for (int t = 0; t < T; t++) cwm_state_free(trace[t]);
+    for (int t = 0; t <= T; t++) cwm_state_free(trace[t]);
     free(trace);
     cwm_state_free(fin);
     if (rc) break;

@@ -308,9 +308,7 @@ void cwm_world_row(cwm_world *w, const float *zT, const cwm_step *steps, int n, 
 
 /* z0 of the workload a dag holds, cached by workload key. */
 static const float *world_z0(cwm_world *w, const cwm_dag *d, cwm_err *err) {
-  char key[17];
-  cwm_workload_key(cwm_dag_workload(d), key);
-  uint64_t h = cwm_hash64(key, 16);
+  uint64_t h = cwm_hash64(cwm_dag_key(d), 16);
   float *z = wm_map_get(&w->z0_cache, h);
   if (z) return z;
   cwm_state *s0 = cwm_state_init(d);
