@@ -62,6 +62,26 @@ double cwm_rng_unit(cwm_rng *r);    /* uniform in [0, 1) */
 
 double cwm_now(void); /* monotonic seconds */
 
+/* Little-endian reads of the binary files cwm writes (model files, vocabularies, rankers). */
+static inline uint32_t cwm_get_le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t cwm_get_le64(const unsigned char *p) {
+  return (uint64_t)cwm_get_le32(p) | (uint64_t)cwm_get_le32(p + 4) << 32;
+}
+static inline float cwm_get_lef32(const unsigned char *p) {
+  uint32_t v = cwm_get_le32(p);
+  float f;
+  __builtin_memcpy(&f, &v, 4);
+  return f;
+}
+static inline double cwm_get_lef64(const unsigned char *p) {
+  uint64_t v = cwm_get_le64(p);
+  double f;
+  __builtin_memcpy(&f, &v, 8);
+  return f;
+}
+
 /* A progress callback as long-running library calls take it; cwm_progressf formats one line
  * and hands it over (nothing happens when fn is NULL). */
 typedef void (*cwm_progress_fn)(void *ud, const char *line);

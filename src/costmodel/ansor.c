@@ -327,28 +327,6 @@ static void put_bytes(cwm_buf *b, const void *p, size_t n) {
   const char *c = p;
   for (size_t i = 0; i < n; i++) cwm_buf_putc(b, c[i]);
 }
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-static float get_f32(const unsigned char *p) {
-  uint32_t v = get_u32(p);
-  float f;
-  memcpy(&f, &v, 4);
-  return f;
-}
-static double get_f64(const unsigned char *p) {
-  uint64_t v = get_u64(p);
-  double f;
-  memcpy(&f, &v, 8);
-  return f;
-}
 
 static int ansor_save(cwm_costmodel *cm, const char *path, cwm_err *err) {
   ansor_model *m = (ansor_model *)cm;
@@ -408,9 +386,9 @@ static int load_buffer(ansor_model *m, const unsigned char *data, size_t len, co
     rc = cwm_fail(err, CWM_EMODEL, "model file %s: not an Ansor cost model file (bad magic)", path);
     goto out;
   }
-  uint32_t version = get_u32(data + 8), nfeat = get_u32(data + 12);
-  uint64_t nprog = get_u64(data + 16), nrows = get_u64(data + 24), last = get_u64(data + 32),
-           blen = get_u64(data + 40);
+  uint32_t version = cwm_get_le32(data + 8), nfeat = cwm_get_le32(data + 12);
+  uint64_t nprog = cwm_get_le64(data + 16), nrows = cwm_get_le64(data + 24), last = cwm_get_le64(data + 32),
+           blen = cwm_get_le64(data + 40);
   if (version != FILE_VERSION) {
     rc = cwm_fail(err, CWM_EMODEL, "model file %s: version %u, this build reads version %u", path, version,
                   FILE_VERSION);
@@ -428,7 +406,7 @@ static int load_buffer(ansor_model *m, const unsigned char *data, size_t len, co
                   path, len);
     goto out;
   }
-  if (cwm_hash64(data, len - 8) != get_u64(data + len - 8)) {
+  if (cwm_hash64(data, len - 8) != cwm_get_le64(data + len - 8)) {
     rc = cwm_fail(err, CWM_EMODEL, "model file %s: checksum mismatch (the file was altered or damaged)", path);
     goto out;
   }
@@ -441,8 +419,8 @@ static int load_buffer(ansor_model *m, const unsigned char *data, size_t len, co
   uint64_t rsum = 0;
   for (uint64_t i = 0; i < nprog; i++) {
     const unsigned char *q = pp + i * PROG_BYTES;
-    double cost = get_f64(q + 16);
-    uint32_t error = get_u32(q + 28), nr = get_u32(q + 32);
+    double cost = cwm_get_lef64(q + 16);
+    uint32_t error = cwm_get_le32(q + 28), nr = cwm_get_le32(q + 32);
     if (!is_hex_key(q) || !(cost >= 0) || error > 1 || nr > nrows - rsum) {
       rc = cwm_fail(err, CWM_EMODEL, "model file %s: program %llu is corrupt", path, (unsigned long long)i);
       goto out;
@@ -455,7 +433,7 @@ static int load_buffer(ansor_model *m, const unsigned char *data, size_t len, co
     goto out;
   }
   for (uint64_t i = 0; i < nrows * NF; i++)
-    if (!isfinite(get_f32(rp + 4 * i))) {
+    if (!isfinite(cwm_get_lef32(rp + 4 * i))) {
       rc = cwm_fail(err, CWM_EMODEL, "model file %s: feature row %llu is not finite", path,
                     (unsigned long long)(i / NF));
       goto out;
@@ -484,11 +462,11 @@ static int load_buffer(ansor_model *m, const unsigned char *data, size_t len, co
     char key[17];
     memcpy(key, q, 16);
     key[16] = 0;
-    uint32_t nr = get_u32(q + 32);
+    uint32_t nr = cwm_get_le32(q + 32);
     row = cwm_xrealloc(row, sizeof(float) * NF * (nr ? nr : 1));
-    for (uint64_t k = 0; k < (uint64_t)nr * NF; k++) row[k] = get_f32(rp + 4 * k);
+    for (uint64_t k = 0; k < (uint64_t)nr * NF; k++) row[k] = cwm_get_lef32(rp + 4 * k);
     rp += (size_t)nr * NF * 4;
-    add_prog(m, key, get_f64(q + 16), (int)get_u32(q + 28), row, (int)nr);
+    add_prog(m, key, cwm_get_lef64(q + 16), (int)cwm_get_le32(q + 28), row, (int)nr);
   }
   free(row);
   m->last_train = (long)last;

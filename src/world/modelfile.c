@@ -34,10 +34,6 @@ static void put_u32(unsigned char *p, uint32_t x) {
 static void put_u64(unsigned char *p, uint64_t x) {
   for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
 }
-static uint32_t get_u32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const unsigned char *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
 static int host_is_le(void) {
   const uint16_t one = 1;
@@ -329,8 +325,8 @@ static cwm_mfile *parse(const void *data, size_t n, const char *label, cwm_err *
     bad(err, label, "truncated: the file ends at byte %zu inside the %d-byte header", n, HEADER);
     return NULL;
   }
-  uint32_t version = get_u32(p + 8), count = get_u32(p + 12);
-  uint64_t total = get_u64(p + 16);
+  uint32_t version = cwm_get_le32(p + 8), count = cwm_get_le32(p + 12);
+  uint64_t total = cwm_get_le64(p + 16);
   if (version != CWM_MFILE_VERSION) {
     bad(err, label, "model file version %u; this cwm reads version %d", version, CWM_MFILE_VERSION);
     return NULL;
@@ -351,7 +347,7 @@ static cwm_mfile *parse(const void *data, size_t n, const char *label, cwm_err *
         (unsigned long long)((n - HEADER) / ENTRY), count);
     return NULL;
   }
-  if (n == total && cwm_hash64(p, n - 8) != get_u64(p + n - 8)) {
+  if (n == total && cwm_hash64(p, n - 8) != cwm_get_le64(p + n - 8)) {
     bad(err, label, "checksum mismatch: the file was altered or damaged");
     return NULL;
   }
@@ -363,11 +359,11 @@ static cwm_mfile *parse(const void *data, size_t n, const char *label, cwm_err *
     const unsigned char *e = p + HEADER + (size_t)i * ENTRY;
     section *s = &f->s[i];
     memcpy(s->name, e, NAME_FIELD);
-    s->kind = get_u32(e + 48);
-    s->ndims = get_u32(e + 52);
-    for (int d = 0; d < CWM_MFILE_MAX_DIMS; d++) s->dims[d] = get_u32(e + 56 + 4 * d);
-    s->off = get_u64(e + 72);
-    s->len = get_u64(e + 80);
+    s->kind = cwm_get_le32(e + 48);
+    s->ndims = cwm_get_le32(e + 52);
+    for (int d = 0; d < CWM_MFILE_MAX_DIMS; d++) s->dims[d] = cwm_get_le32(e + 56 + 4 * d);
+    s->off = cwm_get_le64(e + 72);
+    s->len = cwm_get_le64(e + 80);
     if (check_entry(s, i, payload_start, total - 8, label, err)) goto fail;
   }
   if (check_table(f, label, err)) goto fail;
@@ -395,7 +391,7 @@ static cwm_mfile *parse(const void *data, size_t n, const char *label, cwm_err *
     for (int i = 0; i < f->n; i++)
       if (f->s[i].kind == CWM_MFILE_TENSOR)
         for (uint64_t k = 0; k + 4 <= f->s[i].len; k += 4) {
-          uint32_t x = get_u32(f->block + f->s[i].off + k);
+          uint32_t x = cwm_get_le32(f->block + f->s[i].off + k);
           memcpy(f->block + f->s[i].off + k, &x, 4);
         }
   return f;

@@ -245,22 +245,6 @@ static void put_f64(bytes *b, double f) {
   memcpy(&v, &f, 8);
   put_u64(b, v);
 }
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-static double get_f64(const unsigned char *p) {
-  uint64_t v = get_u64(p);
-  double f;
-  memcpy(&f, &v, 8);
-  return f;
-}
 
 int cwm_ranker_save(const cwm_ranker *r, void **data, size_t *len, cwm_err *err) {
   *data = NULL;
@@ -298,29 +282,29 @@ cwm_ranker *cwm_ranker_load(const void *data, size_t len, cwm_err *err) {
     cwm_fail(err, CWM_EMODEL, "ranker: not a ranker (bad magic)");
     return NULL;
   }
-  uint32_t version = get_u32(d + 8);
+  uint32_t version = cwm_get_le32(d + 8);
   if (version != VERSION) {
     cwm_fail(err, CWM_EMODEL, "ranker: version %u, this build reads version %u", version, VERSION);
     return NULL;
   }
-  uint64_t blen = get_u64(d + 56);
+  uint64_t blen = cwm_get_le64(d + 56);
   if (blen != len - HDR_BYTES - 8) {
     cwm_fail(err, CWM_EMODEL, "ranker: truncated or corrupt (%zu bytes do not match its header)", len);
     return NULL;
   }
-  if (cwm_hash64(d, len - 8) != get_u64(d + len - 8)) {
+  if (cwm_hash64(d, len - 8) != cwm_get_le64(d + len - 8)) {
     cwm_fail(err, CWM_EMODEL, "ranker: checksum mismatch (the bytes were altered or damaged)");
     return NULL;
   }
-  uint32_t ncols = get_u32(d + 12), rounds = get_u32(d + 16);
+  uint32_t ncols = cwm_get_le32(d + 12), rounds = cwm_get_le32(d + 16);
   cwm_ranker_params p;
   cwm_ranker_params_default(&p);
-  p.max_depth = (int)get_u32(d + 20);
-  p.eta = get_f64(d + 24);
-  p.min_child_weight = get_f64(d + 32);
-  p.seed = get_u64(d + 40);
-  p.nthread = (int)get_u32(d + 48);
-  p.rounds = (int)get_u32(d + 52);
+  p.max_depth = (int)cwm_get_le32(d + 20);
+  p.eta = cwm_get_lef64(d + 24);
+  p.min_child_weight = cwm_get_lef64(d + 32);
+  p.seed = cwm_get_le64(d + 40);
+  p.nthread = (int)cwm_get_le32(d + 48);
+  p.rounds = (int)cwm_get_le32(d + 52);
   cwm_err pe = {0};
   if (check_params(&p, &pe) || ncols > MAX_COLS || rounds > MAX_ROUNDS ||
       (rounds == 0) != (blen == 0) || (ncols == 0) != (rounds == 0)) {

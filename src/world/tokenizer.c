@@ -610,11 +610,7 @@ static void put_u32(cwm_buf *b, uint32_t x) {
   for (int i = 0; i < 4; i++) cwm_buf_putc(b, (char)(x >> (8 * i)));
 }
 
-static uint32_t get_u32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
-static uint64_t get_u64(const unsigned char *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
 int cwm_vocab_save(const cwm_vocab *v, cwm_buf *out, cwm_err *err) {
   if (!v || !v->finished) return cwm_fail(err, CWM_EINTERNAL, "vocabulary: save before finish");
@@ -646,7 +642,7 @@ cwm_vocab *cwm_vocab_load(const void *data, size_t n, cwm_err *err) {
     cwm_fail(err, CWM_EMODEL, "vocabulary: truncated: ends at byte %zu inside the %d-byte header", n, VOCAB_HEADER);
     return NULL;
   }
-  uint32_t ver = get_u32(p + 8), scheme = get_u32(p + 12), count = get_u32(p + 16);
+  uint32_t ver = cwm_get_le32(p + 8), scheme = cwm_get_le32(p + 12), count = cwm_get_le32(p + 16);
   if (ver != VOCAB_VERSION) {
     cwm_fail(err, CWM_EMODEL, "vocabulary: format version %u; this cwm reads version %d", ver, VOCAB_VERSION);
     return NULL;
@@ -688,7 +684,7 @@ cwm_vocab *cwm_vocab_load(const void *data, size_t n, cwm_err *err) {
     cwm_fail(err, CWM_EMODEL, "vocabulary: %zu unexpected bytes after the checksum", n - off - 8);
     return NULL;
   }
-  if (cwm_hash64(p, off) != get_u64(p + off)) {
+  if (cwm_hash64(p, off) != cwm_get_le64(p + off)) {
     cwm_fail(err, CWM_EMODEL, "vocabulary: checksum mismatch (the data was altered)");
     return NULL;
   }
