@@ -641,11 +641,28 @@ static void test_measure(void) {
   CHECK(r2.selected < ok && r2.measured == 0);
 }
 
+/* Grouping by workload key: first appearance order, skipped rows in no group. */
+static void test_group_by_key(void) {
+  const char *keys[6] = {"a", "b", "a", "c", "b", "a"};
+  cwm_traj t[6];
+  memset(t, 0, sizeof t);
+  for (int i = 0; i < 6; i++) snprintf(t[i].key, sizeof t[i].key, "%s", keys[i]);
+  int gid[6], first[6];
+  CHECK(cwm_traj_group_by_key(t, 6, NULL, gid, first) == 3);
+  CHECK(gid[0] == 0 && gid[1] == 1 && gid[2] == 0 && gid[3] == 2 && gid[4] == 1 && gid[5] == 0);
+  CHECK(first[0] == 0 && first[1] == 1 && first[2] == 3);
+  unsigned char skip[6] = {1, 0, 0, 1, 0, 0};
+  CHECK(cwm_traj_group_by_key(t, 6, skip, gid, NULL) == 2);
+  CHECK(gid[0] == -1 && gid[1] == 0 && gid[2] == 1 && gid[3] == -1 && gid[4] == 0 && gid[5] == 1);
+  CHECK(cwm_traj_group_by_key(t, 0, NULL, gid, NULL) == 0);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/cwm-test-dataset-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
   test_reader_streams(); /* first: it measures memory */
   test_generator();
+  test_group_by_key();
   test_replay_bytes();
   test_noise();
   test_measure();

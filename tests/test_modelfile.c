@@ -158,6 +158,7 @@ static void test_roundtrip(void) {
     free(odd);
     free(b);
     cwm_mfile_writer_free(w);
+    unlink(path);
   }
   /* an empty model is a valid file too */
   cwm_mfile_writer *w = cwm_mfile_writer_new();

@@ -617,6 +617,41 @@ static void test_distances(void) {
   free(dn);
 }
 
+typedef struct {
+  float *s;
+  const double *cost;
+  int n;
+} pair_ctx;
+static void pair_f(void *c, float *out) {
+  pair_ctx *p = c;
+  out[0] = cwm_pair_logistic(p->s, p->cost, p->n, 0.05f, 0, NULL, NULL);
+}
+
+static void test_pair_logistic(void) {
+  /* 6 items: two failures (inf, 0), a near-tie (1.0 vs 1.02: no pair) */
+  double cost[6] = {1.0, 2.0, INFINITY, 1.02, 0.0, 5.0};
+  pair_ctx c = {fnew(6), cost, 6};
+  fill(c.s, 6, -2, 2);
+  float out, r = 0.7f, *ds = fnew(6);
+  probe pr = {pair_f, &c, &out, &r, 1};
+  probe_loss(&pr);
+  int np = 0;
+  cwm_pair_logistic(c.s, cost, 6, 0.05f, 0.7f, ds, &np);
+  /* valid-valid pairs with a gap: (1,2) (1,5) (1.02,2) (1.02,5) (2,5) = 5; each of the 4
+   * valid ones against each of the 2 failures = 8; the near-tie and failure-failure are none */
+  CHECKF(np == 13, "pairs %d", np);
+  fd_check("pair_logistic.s", &pr, c.s, 6, ds, NULL, 0, 6, 1e-3f);
+  /* scores in the right order lower the loss */
+  float good[6] = {3, 1, -5, 3, -5, -1}, bad[6] = {-3, 1, 5, -3, 5, 1};
+  CHECK(cwm_pair_logistic(good, cost, 6, 0.05f, 0, NULL, NULL) < cwm_pair_logistic(bad, cost, 6, 0.05f, 0, NULL, NULL));
+  /* no pair at all: zero loss, no gradient */
+  double same[2] = {1.0, 1.0};
+  memset(ds, 0, 6 * sizeof(float));
+  CHECK(cwm_pair_logistic(c.s, same, 2, 0.05f, 1.0f, ds, &np) == 0.0f && np == 0 && ds[0] == 0.0f);
+  free(c.s);
+  free(ds);
+}
+
 /* ---- Parameters, AdamW --------------------------------------------------------------------- */
 
 static void test_params(void) {
@@ -902,6 +937,7 @@ int main(void) {
   test_transh();
   test_infonce();
   test_distances();
+  test_pair_logistic();
   test_params();
   test_encoder_api();
   test_encoder_grad();

@@ -22,10 +22,16 @@ static const char *SPECS[] = {
 };
 #define NSPEC ((int)(sizeof SPECS / sizeof SPECS[0]))
 
-static double last_transition_loss[2];
-static int nloss;
+static double last_transition_loss[2], value_loss[2];
+static int nloss, nvalue, ncache_read;
 static void grab(void *ud, const char *line) {
   (void)ud;
+  if (strstr(line, "targets of") && strstr(line, "read from")) ncache_read++;
+  const char *v = strstr(line, "value head: training loss ");
+  if (v) {
+    if (nvalue++ == 0) value_loss[0] = atof(v + 26);
+    value_loss[1] = atof(v + 26);
+  }
   const char *p = strstr(line, "train loss ");
   if (p) {
     if (nloss++ == 0) last_transition_loss[0] = atof(p + 11);
@@ -160,6 +166,38 @@ static void version_case(const char *model) {
   cwm_world_free(w);
 }
 
+/* Tunes a small workload with the world model w (owned by the cost model, freed here): n trials
+ * in rounds of 8, every one measured. */
+static void tune_small(cwm_world *w, const char *spec, int trials, uint64_t seed, const char *what) {
+  cwm_err e = {0};
+  cwm_costmodel *m = cwm_costmodel_world(w, &e);
+  CHECKF(m != NULL, "%s: %s", what, e.msg);
+  cwm_workload *tw = cwm_workload_from_spec(spec, NULL, &e);
+  cwm_measure_opts mo;
+  cwm_measure_opts_default(&mo);
+  mo.repeats = 1;
+  mo.min_repeat_ms = 1;
+  cwm_task *task = cwm_task_new(tw, &mo, &e);
+  cwm_tune_opts o;
+  cwm_tune_opts_default(&o);
+  o.trials = trials;
+  o.per_round = 8;
+  o.population = 64;
+  o.generations = 2;
+  o.init_min_population = 16;
+  o.seed = seed;
+  cwm_tune_result res;
+  int rc = m ? cwm_tune(task, m, &o, &res, &e) : -1;
+  CHECKF(rc == 0, "tune with %s: %s", what, e.msg);
+  if (rc == 0) {
+    CHECKF(res.measured == trials && res.best_cost < 1, "%s: %d measured", what, res.measured);
+    cwm_tune_result_free(&res);
+  }
+  cwm_task_free(task);
+  cwm_workload_free(tw);
+  cwm_costmodel_free(m);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/cwm-test-world-XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -214,6 +252,23 @@ int main(void) {
   CHECKF(cwm_world_train_transition(w, &to, &e) == 0, "%s", e.msg);
   CHECKF(last_transition_loss[1] < last_transition_loss[0] * 0.8, "transition training loss %g -> %g",
          last_transition_loss[0], last_transition_loss[1]);
+  /* the value head learns to rank the measured records through the rollout */
+  CHECKF(nvalue == 12 && value_loss[1] < value_loss[0] * 0.9, "value head loss over %d epochs: %g -> %g", nvalue,
+         value_loss[0], value_loss[1]);
+  CHECK(ncache_read == 0);
+  /* the encoder targets kept in the cache are read back by the next training of the same
+   * encoder on the same trajectories (training and validation parts) */
+  {
+    char tc[160];
+    snprintf(tc, sizeof tc, "%s/targets", dir);
+    to.targets_cache = tc;
+    to.epochs = 1;
+    CHECKF(cwm_world_train_transition(w, &to, &e) == 0, "%s", e.msg);
+    CHECK(ncache_read == 0);
+    CHECKF(cwm_world_train_transition(w, &to, &e) == 0, "%s", e.msg);
+    CHECKF(ncache_read == 2, "cache read %d times", ncache_read);
+    to.targets_cache = NULL;
+  }
   double vf = to.valid_fraction;
   CHECKF(cwm_world_train_ranker(w, &to, &e) == 0, "%s", e.msg);
   CHECK(cwm_world_ranker(w) != NULL);
@@ -271,33 +326,16 @@ int main(void) {
   cwm_world_free(w);
 
   /* --model world tunes a small workload */
-  if (w2) {
-    cwm_costmodel *m = cwm_costmodel_world(w2, &e);
-    CHECKF(m != NULL, "%s", e.msg);
-    cwm_workload *tw = cwm_workload_from_spec("dense M=8 N=20 K=12 bias=1 act=relu", NULL, &e);
-    cwm_measure_opts mo;
-    cwm_measure_opts_default(&mo);
-    mo.repeats = 1;
-    mo.min_repeat_ms = 1;
-    cwm_task *task = cwm_task_new(tw, &mo, &e);
-    cwm_tune_opts o;
-    cwm_tune_opts_default(&o);
-    o.trials = 24;
-    o.per_round = 8;
-    o.population = 64;
-    o.generations = 2;
-    o.init_min_population = 16;
-    o.seed = 5;
-    cwm_tune_result res;
-    int rc = m ? cwm_tune(task, m, &o, &res, &e) : -1;
-    CHECKF(rc == 0, "tune with world: %s", e.msg);
-    if (rc == 0) {
-      CHECK(res.measured >= 16 && res.best_cost < 1);
-      cwm_tune_result_free(&res);
-    }
-    cwm_task_free(task);
-    cwm_workload_free(tw);
-    cwm_costmodel_free(m);
+  if (w2) tune_small(w2, "dense M=8 N=20 K=12 bias=1 act=relu", 24, 5, "the trained model");
+  /* the shipped default model loads and tunes a small workload (what `cwm tune --model world`
+   * does right after install) */
+  const char *dp = cwm_world_default_path();
+  CHECKF(dp != NULL, "no default model (models/default.cwm)");
+  cwm_world *dw = dp ? cwm_world_load(dp, &e) : NULL;
+  CHECKF(dw != NULL, "default model %s: %s", dp ? dp : "-", e.msg);
+  if (dw) {
+    CHECK(cwm_world_ranker(dw) != NULL);
+    tune_small(dw, "dense M=16 N=24 K=32 bias=1 act=gelu", 16, 3, "the default model");
   }
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -88,6 +88,10 @@ int cwm_traj_replay(const cwm_dag *d, const cwm_traj *t, cwm_state **out, cwm_st
  * in the same part. Returns CWM_SPLIT_VALID for about valid_fraction of the keys. */
 enum { CWM_SPLIT_ALL = -1, CWM_SPLIT_TRAIN = 0, CWM_SPLIT_VALID = 1 };
 int cwm_split_part(const char *key, double valid_fraction);
+/* Groups trajectories by workload key in the order of first appearance: gid[i] is the group of
+ * t[i] (-1 where skip is given and skip[i] is set), first[g] the first trajectory of group g
+ * (may be NULL); returns the number of groups. */
+int cwm_traj_group_by_key(const cwm_traj *t, int n, const unsigned char *skip, int *gid, int *first);
 
 /* Streaming reader for trajectory files and tuning logs (mixed lines are fine): one line in
  * memory at a time; lines that are not a trajectory or a record are skipped and counted. */

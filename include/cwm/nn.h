@@ -175,6 +175,16 @@ float cwm_sqdist(const float *a, const float *b, int D, float dloss, float *da, 
 float cwm_margin_rank(const float *a, const float *p, const float *n, int D, float gamma,
                       float dloss, float *da, float *dp, float *dn);
 
+/* Pairwise logistic ranking loss over one group of n items with scores s (higher = predicted
+ * faster) and measured costs (seconds; a cost that is not finite and positive is a failed
+ * program, worse than every valid one, with throughput 0): over ordered pairs (i faster than j
+ * by more than min_gap in log cost; two failures are no pair), the mean of log(1 + exp(s_j - s_i))
+ * weighted by the difference of their throughputs relative to the group's best (so the pairs
+ * near the top count most, as NDCG weighs them). Accumulates dloss * the gradient into ds [n];
+ * returns the loss and the number of pairs in *npairs (may be NULL). */
+float cwm_pair_logistic(const float *s, const double *cost, int n, float min_gap, float dloss, float *ds,
+                        int *npairs);
+
 /* ---- Encoder -------------------------------------------------------------------------------- */
 
 /* Transformer encoder of token texts into one vector each. Fields left 0 get the defaults:

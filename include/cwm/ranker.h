@@ -58,6 +58,12 @@ int cwm_ranker_boost(cwm_ranker *r, const float *X, int nrows, int ncols, const 
  * Deterministic; not safe to call on one ranker from two threads at once. */
 int cwm_ranker_predict(cwm_ranker *r, const float *X, int nrows, int ncols, double *out, cwm_err *err);
 
+/* Boosting from a prior score: with col >= 0, column col of every row (NaN read as 0) is the
+ * base margin of training, boosting and prediction, so the trees fit what that score gets wrong
+ * instead of ranking from scratch (the world model's value head is that score). Not kept in the
+ * byte form: the owner sets it after loading. -1 (the default) turns it off. */
+void cwm_ranker_set_margin_col(cwm_ranker *r, int col);
+
 int cwm_ranker_rounds(const cwm_ranker *r); /* trees so far; 0 = untrained */
 int cwm_ranker_ncols(const cwm_ranker *r);  /* features per row; 0 = untrained */
 

@@ -34,6 +34,8 @@ typedef struct {
   double mutation_prob;    /* 0.85 */
   double eps_greedy;       /* 0.05 */
   int init_min_population; /* 50 */
+  int resume_whole;        /* resumed records all count as done, none waits for its round to be
+                              searched again (data collection: only the count matters) */
   uint64_t seed;
   cwm_space_opts space;
   const char *log_path;    /* resumed from and appended to; NULL = no log */

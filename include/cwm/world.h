@@ -1,8 +1,9 @@
 /* world.h: the compiler world model (DESIGN.md, "The world model in detail"): the tokenizer and
  * transformer encoder E (text of a state -> z), the action embedding and TransH transition F
- * (z_{t-1}, a_t -> z_t), and the LambdaMART ranker on the rolled-out final state plus action and
- * hardware features; one versioned model file holding all of it; training from trajectory files
- * and tuning logs; and the cost model "world" the search uses.
+ * (z_{t-1}, a_t -> z_t), the value head (a reward head on z_T - z_0, trained through the rollout
+ * on measured records), and the LambdaMART ranker on the rolled-out change, its value and action
+ * and hardware features; one versioned model file holding all of it; training from trajectory
+ * files and tuning logs; and the cost model "world" the search uses.
  *
  * At search time E runs once per workload (z_0, cached by workload key); scoring a candidate is
  * T TransH steps (each action's normal and translation are cached by the action's fields) and
@@ -17,7 +18,7 @@
 #include "cwm/tokenizer.h"
 
 /* Model file format version of the world model (inside the container's own version). */
-#define CWM_WORLD_VERSION 1
+#define CWM_WORLD_VERSION 2 /* 2: the value head (val.*) and rows [z - z_0 | value | ...] */
 
 typedef struct {
   cwm_enc_config enc; /* vocab is set from the vocabulary */
@@ -56,10 +57,13 @@ int cwm_world_encode(cwm_world *w, const char *const *texts, int n, float *out, 
  * trace [n, width] when not NULL). Uses the action cache. */
 int cwm_world_rollout(cwm_world *w, const float *z0, const cwm_step *steps, int n, float *zT, float *trace);
 
-/* The ranker's feature row of a candidate: [zT (width) | action features (CWM_ACT_NFEAT)]. */
+/* The ranker's feature row of a candidate: [z_T - z_0 (width) | the value head's score of z_T (1)
+ * | action features (CWM_ACT_NFEAT)]. The change the schedule made, not the absolute state, so
+ * that the trees compare schedules rather than tell workloads apart. With no_transition (the
+ * ablation) the row is [z_0 | 0 | action features]. */
 int cwm_world_nfeat(const cwm_world *w);
-void cwm_world_row(cwm_world *w, const float *zT, const cwm_step *steps, int n, const cwm_state *final,
-                   float *row);
+void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int no_transition, const cwm_step *steps, int n,
+                   const cwm_state *final, float *row);
 
 /* ---- action embedding + TransH, for training (transition.c) ---------------------------------- */
 
@@ -82,6 +86,9 @@ typedef struct {
   int ranker_rounds;        /* 300 */
   uint64_t seed;
   int no_contrastive;       /* ablation: skip encoder training (random encoder) */
+  const char *targets_cache; /* file prefix where the transition's encoder targets are kept */
+  float value_gap;          /* value head: pairs closer than this in log cost are no pair; 0.05 */
+  float weight_decay;       /* AdamW decay of the transition (and value head); 0.01 */
   volatile int *stop;
   void (*progress)(void *ud, const char *line);
   void *progress_ud;
@@ -94,7 +101,10 @@ int cwm_world_build_vocab(const char *traj_path, int max_traj, int min_count, cw
 /* Contrastive training of E (InfoNCE over noise pairs and same-workload states). */
 int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
 /* Rollout training of F with E frozen (state matching + margin ranking against another
- * trajectory's state at the same step). */
+ * trajectory's state at the same step); with o->log_path also the value head: a pairwise
+ * ranking loss on the measured records of the training workloads, back through every TransH
+ * step into the action network; the weights kept are the average over the second half of the
+ * epochs. */
 int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
 /* Trains the ranker on the measured records of the training part of o->log_path. */
 int cwm_world_train_ranker(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
@@ -122,6 +132,7 @@ typedef struct {
   const char *ablation_model; /* a model trained without contrastive pre-training, or NULL */
   uint64_t seed;
   int speed_candidates;       /* candidates for the scoring-speed figure (default 2000) */
+  const char *dump_rows;      /* if set: every record's features written there (analysis) */
   void (*progress)(void *ud, const char *line);
   void *progress_ud;
 } cwm_eval_opts;

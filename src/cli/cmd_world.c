@@ -13,7 +13,9 @@ static const char *TRAIN_HELP =
     "usage: cwm train encoder|transition|ranker|all --out MODEL [--data TRAJ] [--records LOG]\n"
     "                 [--model-file IN] [--epochs E] [--batch B] [--max-traj N] [--lr LR]\n"
     "                 [--width W] [--layers L] [--heads H] [--window T] [--valid-fraction F]\n"
-    "                 [--rounds R] [--seed S] [--no-contrastive] [--quiet]\n"
+    "                 [--rounds R] [--seed S] [--no-contrastive] [--targets-cache FILE]\n"
+    "                 [--value-gap G] [--weight-decay WD]\n"
+    "                 [--quiet]\n"
     "Trains the compiler world model (DESIGN.md): `all` builds the vocabulary from the\n"
     "trajectories of --data (cwm dataset sample), trains the encoder contrastively on noise\n"
     "pairs, the TransH transition on rollouts with the encoder frozen, and, with --records\n"
@@ -23,11 +25,19 @@ static const char *TRAIN_HELP =
     "is held out for validation and never trained on; cwm eval ranking uses the same split.\n"
     "The model is written to --out after every part (atomically), with progress and validation\n"
     "losses on stderr. Defaults: width 128, 4 heads, 2 layers, window 128 tokens, 2 epochs,\n"
-    "batch 32, lr 1e-3, 300 trees. --no-contrastive skips the encoder training (ablation).\n";
+    "batch 32, lr 1e-3, 300 trees. --no-contrastive skips the encoder training (ablation).\n"
+    "transition with --records also trains the value head: a pairwise ranking loss on the\n"
+    "measured records of 85% of the training workloads, through the rollout (the other 15%\n"
+    "show how it generalizes; the weights kept are the average over the second half of the\n"
+    "epochs). Pairs closer than --value-gap in log cost (default 0.05) are no pair;\n"
+    "--weight-decay (default 0.01) is the transition's AdamW decay.\n"
+    "--targets-cache FILE keeps the transition's encoder targets in FILE.training and\n"
+    "FILE.validation (reused only for the same encoder and trajectories).\n";
 
 static const char *EVAL_HELP =
     "usage: cwm eval ranking --model-file MODEL --records LOG [--valid-fraction F]\n"
     "                        [--ablation-model MODEL2] [--seed S] [--out REPORT.md]\n"
+    "                        [--dump-rows FILE]\n"
     "Ranks the measured records of the held-out workloads of LOG (split by workload key with\n"
     "fraction F, default 0.15: the split cwm train used) with the world model, its ablations\n"
     "(no transition: ranker on z_0 + action features; static final state: ranker on the\n"
@@ -35,7 +45,9 @@ static const char *EVAL_HELP =
     "--no-contrastive), ansor trained on the training workloads of LOG, and random. Prints\n"
     "TenSet's top-1/top-5 scores, NDCG@10 and Kendall's tau (means over workloads), the\n"
     "scoring speed of world and ansor on the same candidates, and the embedding similarity of\n"
-    "shape +-1 noise pairs against random pairs, as Markdown (also to --out).\n";
+    "shape +-1 noise pairs against random pairs, as Markdown (also to --out). --dump-rows\n"
+    "writes every record's features for analysis, a line each: part (0 training, 1 held-out),\n"
+    "group, cost (s), ansor's score (held-out only), z_T, action features, E(s_T), z_0.\n";
 
 static volatile int g_stop;
 static void on_signal(int sig) {
@@ -67,7 +79,8 @@ int cmd_train(int argc, char **argv) {
                  {"--max-traj", 1, NULL},   {"--lr", 1, NULL},      {"--width", 1, NULL},
                  {"--layers", 1, NULL},     {"--heads", 1, NULL},   {"--window", 1, NULL},
                  {"--valid-fraction", 1, NULL}, {"--rounds", 1, NULL}, {"--seed", 1, NULL},
-                 {"--no-contrastive", 0, NULL}, {"--quiet", 0, NULL}};
+                 {"--no-contrastive", 0, NULL}, {"--quiet", 0, NULL}, {"--targets-cache", 1, NULL},
+                 {"--value-gap", 1, NULL},   {"--weight-decay", 1, NULL}};
   int rc = cli_parse(argc - 1, argv + 1, o, NOPT(o), TRAIN_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   const char *out = cli_get(o, NOPT(o), "--out"), *data = cli_get(o, NOPT(o), "--data"),
@@ -94,6 +107,12 @@ int cmd_train(int argc, char **argv) {
   const char *lr = cli_get(o, NOPT(o), "--lr");
   if (lr) to.lr = (float)atof(lr);
   to.no_contrastive = cli_get(o, NOPT(o), "--no-contrastive") != NULL;
+  to.targets_cache = cli_get(o, NOPT(o), "--targets-cache");
+  const char *vg = cli_get(o, NOPT(o), "--value-gap"), *wd = cli_get(o, NOPT(o), "--weight-decay");
+  if (vg) to.value_gap = (float)atof(vg);
+  if (wd) to.weight_decay = (float)atof(wd);
+  if (!(to.value_gap >= 0 && to.value_gap < 5) || !(to.weight_decay >= 0 && to.weight_decay < 10))
+    return cli_usage("train", TRAIN_HELP, "0 <= --value-gap < 5, 0 <= --weight-decay < 10");
   if (to.epochs < 1 || to.batch < 2 || to.valid_fraction < 0 || to.valid_fraction >= 1 || to.lr <= 0 || to.ranker_rounds < 1)
     return cli_usage("train", TRAIN_HELP, "--epochs >= 1, --batch >= 2, 0 <= --valid-fraction < 1, --lr > 0, --rounds >= 1");
   to.stop = &g_stop;
@@ -170,7 +189,8 @@ int cmd_eval(int argc, char **argv) {
   }
   if (strcmp(argv[1], "ranking")) return cli_usage("eval", EVAL_HELP, "unknown evaluation '%s'", argv[1]);
   cli_opt o[] = {{"--model-file", 1, NULL}, {"--records", 1, NULL}, {"--valid-fraction", 1, NULL},
-                 {"--ablation-model", 1, NULL}, {"--seed", 1, NULL}, {"--out", 1, NULL}};
+                 {"--ablation-model", 1, NULL}, {"--seed", 1, NULL}, {"--out", 1, NULL},
+                 {"--dump-rows", 1, NULL}};
   int rc = cli_parse(argc - 1, argv + 1, o, NOPT(o), EVAL_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   const char *mf = cli_get(o, NOPT(o), "--model-file"), *recs = cli_get(o, NOPT(o), "--records");
@@ -185,6 +205,7 @@ int cmd_eval(int argc, char **argv) {
   eo.ablation_model = cli_get(o, NOPT(o), "--ablation-model");
   eo.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
   eo.speed_candidates = 2000;
+  eo.dump_rows = cli_get(o, NOPT(o), "--dump-rows");
   eo.progress = eprogress;
   cwm_err e = {0};
   cwm_world *w = cwm_world_load(mf, &e);

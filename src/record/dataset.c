@@ -159,6 +159,24 @@ int cwm_split_part(const char *key, double valid_fraction) {
   return u < valid_fraction ? CWM_SPLIT_VALID : CWM_SPLIT_TRAIN;
 }
 
+int cwm_traj_group_by_key(const cwm_traj *t, int n, const unsigned char *skip, int *gid, int *first) {
+  int ng = 0;
+  int *f = first ? first : cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) {
+    gid[i] = -1;
+    if (skip && skip[i]) continue;
+    /* the newest groups first: a log holds a workload's records together */
+    for (int k = ng - 1; k >= 0 && gid[i] < 0; k--)
+      if (!strcmp(t[f[k]].key, t[i].key)) gid[i] = k;
+    if (gid[i] < 0) {
+      f[ng] = i;
+      gid[i] = ng++;
+    }
+  }
+  if (!first) free(f);
+  return ng;
+}
+
 /* ------------------------------------------------------------------ reader */
 
 struct cwm_traj_iter {

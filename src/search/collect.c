@@ -137,6 +137,7 @@ int cwm_dataset_measure(const cwm_wl_entry *wl, int n, const cwm_collect_opts *o
     cwm_tune_opts_default(&to);
     to.trials = o->per_workload;
     to.per_round = o->per_workload;
+    to.resume_whole = 1; /* raising N measures the N - h missing ones, not a whole round again */
     to.population = o->population;
     to.generations = o->generations;
     to.seed = wseed;

@@ -209,7 +209,7 @@ static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
   }
   t->res->corrupt_lines += cwm_log_iter_nbad(it);
   cwm_log_iter_close(it);
-  if (rc >= 0 && t->o->per_round > 0 && b.n % t->o->per_round) {
+  if (rc >= 0 && t->o->per_round > 0 && b.n % t->o->per_round && !t->o->resume_whole) {
     /* the records after the last whole round wait for that round to be searched again */
     int whole = b.n - b.n % t->o->per_round;
     t->npend = b.n - whole;
@@ -224,7 +224,7 @@ static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
     b.n = whole;
     t->res->resumed += t->npend;
   }
-  if (t->o->per_round > 0) t->round = b.n / t->o->per_round;
+  if (t->o->per_round > 0) t->round = (b.n + t->o->per_round - 1) / t->o->per_round; /* whole rounds, or a fresh one */
   return resume_finish(t, &b, rc < 0 ? err->code : 0, err);
 }
 

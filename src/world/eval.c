@@ -9,6 +9,7 @@
 #include "cwm/metrics.h"
 #include "cwm/sketch.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,18 +69,7 @@ static int load_part(const char *path, double vf, int part, part_data *p, cwm_er
   }
   int n = p->n;
   int *gid = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
-  char(*keys)[17] = cwm_xcalloc((size_t)(n ? n : 1), 17);
-  int ng = 0;
-  for (int i = 0; i < n; i++) {
-    int g = -1;
-    for (int k = ng - 1; k >= 0 && g < 0; k--)
-      if (!strcmp(keys[k], p->t[i].key)) g = k;
-    if (g < 0) {
-      g = ng++;
-      memcpy(keys[g], p->t[i].key, 17);
-    }
-    gid[i] = g;
-  }
+  int ng = cwm_traj_group_by_key(p->t, n, NULL, gid, NULL);
   p->dc = cwm_dag_cache_new();
   p->gsize = cwm_xcalloc((size_t)(ng ? ng : 1), sizeof(int));
   p->gdag = cwm_xcalloc((size_t)(ng ? ng : 1), sizeof *p->gdag);
@@ -109,7 +99,6 @@ static int load_part(const char *path, double vf, int part, part_data *p, cwm_er
     p->gsize[p->ng++] = p->nrows - base;
   }
   free(gid);
-  free(keys);
   return 0;
 }
 
@@ -148,6 +137,7 @@ static int ranker_scores(cwm_world *w, const part_data *tr, const part_data *va,
   p.seed = seed;
   cwm_ranker *r = rc ? NULL : cwm_ranker_new(&p, err);
   if (!rc && !r) rc = err ? err->code : CWM_EDEP;
+  if (r) cwm_ranker_set_margin_col(r, w->D); /* as the world model's own ranker: from the value column */
   if (!rc) rc = cwm_ranker_train(r, rt, tr->nrows, nf, lab, tr->gsize, tr->ng, rounds, err);
   if (!rc) rc = cwm_ranker_predict(r, rv, va->nrows, nf, scores, err);
   cwm_ranker_free(r);
@@ -157,11 +147,56 @@ static int ranker_scores(cwm_world *w, const part_data *tr, const part_data *va,
   return rc;
 }
 
+/* One line per record of both parts: part, group, cost, ansor's score (held-out), z_T and the
+ * action features (mode 0), E(s_T) (mode 2), z_0 (mode 1), the steps' action ids. */
+static int dump_part(cwm_world *w, FILE *f, const part_data *p, int part, const double *ansor, cwm_err *err) {
+  int nf = cwm_world_nfeat(w), D = w->D, N = p->nrows;
+  float *r[3];
+  int rc = 0;
+  for (int m = 0; m < 3; m++) {
+    r[m] = cwm_xmalloc(sizeof(float) * (size_t)(N ? N : 1) * nf);
+    if (!rc) rc = part_rows(w, p, m, r[m], err);
+  }
+  for (int g = 0, off = 0; !rc && g < p->ng; off += p->gsize[g++])
+    for (int i = off; i < off + p->gsize[g]; i++) {
+      fprintf(f, "%d\t%d\t%.9g\t%.9g", part, g, p->cost[i], ansor ? ansor[i] : 0.0);
+      for (int k = 0; k < nf; k++) fprintf(f, "\t%.7g", r[0][(size_t)i * nf + k]);
+      for (int k = 0; k < D; k++) fprintf(f, "\t%.7g", r[2][(size_t)i * nf + k]);
+      for (int k = 0; k < D; k++) fprintf(f, "\t%.7g", r[1][(size_t)i * nf + k]);
+      /* the action ids of every step (the transition's input): steps split by ';' */
+      const cwm_traj *t = &p->t[p->idx[i]];
+      fputc('\t', f);
+      for (int j = 0; j < t->nsteps; j++) {
+        int ids[CWM_ACT_MAXF], n = cwm_action_ids(&t->steps[j], ids);
+        if (j) fputc(';', f);
+        for (int k = 0; k < n; k++) fprintf(f, k ? ",%d" : "%d", ids[k]);
+      }
+      fputc('\n', f);
+    }
+  for (int m = 0; m < 3; m++) free(r[m]);
+  return rc;
+}
+
+static int dump_rows(cwm_world *w, const part_data *tr, const part_data *va, const double *ansor, const char *path,
+                     cwm_err *err) {
+  FILE *f = fopen(path, "w");
+  if (!f) return cwm_fail(err, CWM_EIO, "%s: cannot write: %s", path, strerror(errno));
+  int rc = dump_part(w, f, tr, 0, NULL, err);
+  if (!rc) rc = dump_part(w, f, va, 1, ansor, err);
+  if (fclose(f) && !rc) rc = cwm_fail(err, CWM_EIO, "%s: write failed", path);
+  return rc;
+}
+
 static void add_row(cwm_buf *out, const char *name, const double *costs, const double *scores, const part_data *va) {
   cwm_rank_metrics m;
   cwm_rank_metrics_eval(costs, scores, va->gsize, va->ng, NULL, 0, &m);
   cwm_buf_printf(out, "| %s | %.4f | %.4f | %.4f | %.4f | %.4f |\n", name, m.top1, m.top5, m.ndcg10, m.tau,
                  m.tenset_top1);
+}
+
+static double median3(const double *v) {
+  double a = v[0], b = v[1], c = v[2];
+  return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
 }
 
 static double cosine(const float *a, const float *b, int D) {
@@ -201,6 +236,9 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
   /* world: the model's own ranker on rolled-out states */
   rc = part_rows(w, &va, 0, rows, err);
   if (!rc) rc = cwm_ranker_predict(w->ranker, rows, N, nf, s_world, err);
+  /* the value head alone (column D of the rows): the rollout's own score, no trees */
+  double *s_value = cwm_xmalloc(sizeof(double) * (size_t)N);
+  for (int i = 0; i < N; i++) s_value[i] = isnan(rows[(size_t)i * nf + w->D]) ? CWM_SCORE_INVALID : rows[(size_t)i * nf + w->D];
   say(o, "world scored");
   int rounds = 300;
   if (!rc) rc = ranker_scores(w, &tr, &va, 1, o->seed, rounds, s_not, err);
@@ -286,21 +324,26 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
     nspeed = ns;
     if (!rc && ns > 0) {
       double *sp = cwm_xmalloc(sizeof(double) * (size_t)ns);
-      wm_map_clear(&w->act_cache);
-      wm_map_clear(&w->z0_cache);
-      t0 = cwm_now();
-      rc = wm_score_states(w, ss, ns, sp, err);
-      double tw = cwm_now() - t0;
-      /* warm: z_0 and the actions cached, as in the search after its first generation */
-      t0 = cwm_now();
-      if (!rc) rc = wm_score_states(w, ss, ns, sp, err);
-      double tww = cwm_now() - t0;
-      world_warm = ns / (tww > 1e-9 ? tww : 1e-9);
-      t0 = cwm_now();
-      if (!rc) rc = cwm_costmodel_predict(am, ss, ns, sp, err);
-      double ta2 = cwm_now() - t0;
-      world_rate = ns / (tw > 1e-9 ? tw : 1e-9);
-      ansor_rate = ns / (ta2 > 1e-9 ? ta2 : 1e-9);
+      /* each timing 3 times, alternating, and the medians: the machine is shared and noisy */
+      double tw[3], tww[3], ta[3];
+      for (int rep = 0; rep < 3 && !rc; rep++) {
+        wm_map_clear(&w->act_cache);
+        wm_map_clear(&w->z0_cache);
+        t0 = cwm_now();
+        rc = wm_score_states(w, ss, ns, sp, err);
+        tw[rep] = cwm_now() - t0;
+        /* warm: z_0 and the actions cached, as in the search after its first generation */
+        t0 = cwm_now();
+        if (!rc) rc = wm_score_states(w, ss, ns, sp, err);
+        tww[rep] = cwm_now() - t0;
+        t0 = cwm_now();
+        if (!rc) rc = cwm_costmodel_predict(am, ss, ns, sp, err);
+        ta[rep] = cwm_now() - t0;
+      }
+      double mw = median3(tw), mww = median3(tww), ma = median3(ta);
+      world_rate = ns / (mw > 1e-9 ? mw : 1e-9);
+      world_warm = ns / (mww > 1e-9 ? mww : 1e-9);
+      ansor_rate = ns / (ma > 1e-9 ? ma : 1e-9);
       free(sp);
     }
     for (int k = 0; k < ns; k++) cwm_state_free(ss[k]);
@@ -310,6 +353,7 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
     free(map);
   }
   cwm_costmodel_free(am);
+  if (!rc && o->dump_rows) rc = dump_rows(w, &tr, &va, s_ansor, o->dump_rows, err);
   if (!rc) {
     cwm_buf_printf(out,
                    "Held-out workloads: %d (%d measured records); training workloads: %d (%d records); split by "
@@ -317,13 +361,15 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
                    va.ng, va.nrows, tr.ng, tr.nrows, o->valid_fraction);
     cwm_buf_printf(out, "| model | top-1 | top-5 | NDCG@10 | Kendall tau | TenSet top-1 (pooled) |\n|---|---|---|---|---|---|\n");
     add_row(out, "world", va.cost, s_world, &va);
+    add_row(out, "world, value head alone (no trees)", va.cost, s_value, &va);
     add_row(out, "world, no transition (z_0 + action features)", va.cost, s_not, &va);
     add_row(out, "world, static final state (E(s_T))", va.cost, s_static, &va);
     if (have_abl) add_row(out, "world, no contrastive pre-training", va.cost, s_abl, &va);
     add_row(out, "ansor (same training records)", va.cost, s_ansor, &va);
     add_row(out, "random", va.cost, s_rand, &va);
     cwm_buf_printf(out,
-                   "\nScoring speed on %d sampled candidates of the held-out workloads (8 workloads x 500): world "
+                   "\nScoring speed on %d sampled candidates of the held-out workloads (8 workloads x 500; medians of 3 "
+                   "timings): world "
                    "%.0f candidates/s with cold caches (z_0 encodings and action embeddings computed in the timed "
                    "call), %.0f with them warm (as in the search after its first generation); ansor %.0f "
                    "candidates/s: %.1fx cold, %.1fx warm.\n",
@@ -374,6 +420,7 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
     free(zb);
   }
   free(s_world);
+  free(s_value);
   free(s_not);
   free(s_static);
   free(s_abl);

@@ -734,6 +734,49 @@ void cwm_transh_backward(float *dz, float *du, float *dd, const float *dzout, co
 
 /* ---- Losses -------------------------------------------------------------------------------- */
 
+float cwm_pair_logistic(const float *s, const double *cost, int n, float min_gap, float dloss, float *ds,
+                        int *npairs) {
+  double best = INFINITY;
+  for (int i = 0; i < n; i++)
+    if (isfinite(cost[i]) && cost[i] > 0 && cost[i] < best) best = cost[i];
+  int np = 0;
+  double loss = 0, wsum = 0;
+  if (!isfinite(best)) {
+    if (npairs) *npairs = 0;
+    return 0.0f;
+  }
+  /* pass 1 counts the pairs and their weights (the mean's divisor), pass 2 adds the loss and
+   * gradient */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < n; i++) {
+      if (!(isfinite(cost[i]) && cost[i] > 0)) continue; /* i must be the faster one */
+      double li = log(cost[i]), ri = best / cost[i];
+      for (int j = 0; j < n; j++) {
+        if (j == i) continue;
+        int vj = isfinite(cost[j]) && cost[j] > 0;
+        if (vj && log(cost[j]) - li <= min_gap) continue;
+        double wt = ri - (vj ? best / cost[j] : 0.0); /* the gain between them, as NDCG weighs it */
+        if (pass == 0) {
+          np++;
+          wsum += wt;
+          continue;
+        }
+        double x = (double)s[j] - (double)s[i]; /* loss log(1 + e^x) */
+        double l = x > 30 ? x : log1p(exp(x));
+        double sg = 1.0 / (1.0 + exp(-x)); /* dl/dx */
+        loss += wt * l / wsum;
+        if (ds) {
+          ds[j] += (float)(dloss * wt * sg / wsum);
+          ds[i] -= (float)(dloss * wt * sg / wsum);
+        }
+      }
+    }
+    if (np == 0 || !(wsum > 0)) break;
+  }
+  if (npairs) *npairs = np;
+  return (float)loss;
+}
+
 float cwm_infonce(const float *anc, const float *pos, const int *groups, int B, int D,
                   float temperature, int symmetric, float dloss, float *danc, float *dpos) {
   if (B <= 0) return 0.0f;

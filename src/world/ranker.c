@@ -24,7 +24,25 @@ struct cwm_ranker {
   const cwm_xgb_api *x;
   cwm_xgb_booster b; /* NULL until trained */
   int ncols, rounds;
+  int margin_col; /* -1: none */
 };
+
+void cwm_ranker_set_margin_col(cwm_ranker *r, int col) { r->margin_col = col; }
+
+/* Sets the base margin of d from column margin_col of X, if the ranker has one. */
+static int set_margin(const cwm_ranker *r, cwm_xgb_dmatrix d, const float *X, int nrows, int ncols, cwm_err *err) {
+  if (r->margin_col < 0 || r->margin_col >= ncols) return CWM_OK;
+  float *m = cwm_xmalloc(sizeof(float) * (size_t)(nrows ? nrows : 1));
+  for (int i = 0; i < nrows; i++) {
+    float v = X[(size_t)i * ncols + r->margin_col];
+    m[i] = isfinite(v) ? v : 0.0f;
+  }
+  int rc = r->x->XGDMatrixSetFloatInfo(d, "base_margin", m, (cwm_xgb_ulong)nrows) != 0
+               ? cwm_xgb_fail(r->x, err, "setting the base margin")
+               : CWM_OK;
+  free(m);
+  return rc;
+}
 
 void cwm_ranker_params_default(cwm_ranker_params *p) {
   p->max_depth = 6;
@@ -55,6 +73,7 @@ cwm_ranker *cwm_ranker_new(const cwm_ranker_params *p, cwm_err *err) {
   cwm_ranker *r = cwm_xcalloc(1, sizeof *r);
   r->p = *p;
   r->x = x;
+  r->margin_col = -1;
   return r;
 }
 
@@ -123,6 +142,8 @@ static int make_train_matrix(const cwm_ranker *r, const float *X, int nrows, int
     rc = cwm_xgb_fail(x, err, "setting labels");
   else if (x->XGDMatrixSetUIntInfo(d, "group", gs, (cwm_xgb_ulong)ng) != 0)
     rc = cwm_xgb_fail(x, err, "setting query groups");
+  else
+    rc = set_margin(r, d, X, nrows, ncols, err);
   free(gs);
   if (rc) {
     if (d) x->XGDMatrixFree(d);
@@ -204,6 +225,8 @@ int cwm_ranker_predict(cwm_ranker *r, const float *X, int nrows, int ncols, doub
                     "\"strict_shape\": false}";
   if (x->XGDMatrixCreateFromMat(X, (cwm_xgb_ulong)nrows, (cwm_xgb_ulong)ncols, NAN, &d) != 0)
     rc = cwm_xgb_fail(x, err, "creating the prediction matrix");
+  else if ((rc = set_margin(r, d, X, nrows, ncols, err)) != CWM_OK)
+    ;
   else if (x->XGBoosterPredictFromDMatrix(r->b, d, cfg, &shape, &dim, &pred) != 0)
     rc = cwm_xgb_fail(x, err, "predicting");
   else if (dim < 1 || shape[0] != (cwm_xgb_ulong)nrows || (dim == 2 && shape[1] != 1))

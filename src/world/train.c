@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void cwm_train_opts_default(cwm_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -22,6 +23,8 @@ void cwm_train_opts_default(cwm_train_opts *o) {
   o->temperature = 0.1f;
   o->ranker_rounds = 300;
   o->seed = 1;
+  o->value_gap = 0.05f;
+  o->weight_decay = 0.01f;
 }
 
 #define say(o, ...) cwm_progressf((o)->progress, (o)->progress_ud, __VA_ARGS__)
@@ -195,24 +198,9 @@ int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err)
   int *perm = cwm_xmalloc(sizeof(int) * (size_t)ntr);
   /* trajectories by workload: gof[i] its group, gidx[gstart[g] .. + gsize[g]) the members */
   int *gof = cwm_xmalloc(sizeof(int) * (size_t)ntr), *gidx = cwm_xmalloc(sizeof(int) * (size_t)ntr);
-  int *gstart = cwm_xcalloc((size_t)ntr, sizeof(int)), *gsize = cwm_xcalloc((size_t)ntr, sizeof(int)), ng = 0;
-  for (int i = 0; i < ntr; i++) {
-    int g = -1;
-    for (int k = ng - 1; k >= 0 && g < 0 && k >= ng - 64; k--)
-      if (!strcmp(tr[gstart[k]].key, tr[i].key)) g = k;
-    if (g < 0) {
-      /* not among the recent groups: search all (files keep a workload's lines together) */
-      for (int k = 0; k < ng && g < 0; k++)
-        if (!strcmp(tr[gstart[k]].key, tr[i].key)) g = k;
-    }
-    if (g < 0) {
-      g = ng++;
-      gstart[g] = -1;
-    }
-    gof[i] = g;
-    if (gstart[g] < 0) gstart[g] = i; /* provisional: first member */
-    gsize[g]++;
-  }
+  int *gstart = cwm_xcalloc((size_t)ntr, sizeof(int)), *gsize = cwm_xcalloc((size_t)ntr, sizeof(int));
+  int ng = cwm_traj_group_by_key(tr, ntr, NULL, gof, NULL);
+  for (int i = 0; i < ntr; i++) gsize[gof[i]]++;
   /* counting sort into gidx */
   for (int g = 0, off = 0; g < ng; off += gsize[g++]) gstart[g] = off;
   {
@@ -314,9 +302,89 @@ static void tcache_free(tcache *c) {
   memset(c, 0, sizeof *c);
 }
 
+/* The encoder targets of a trajectory list can be kept in a file (--targets-cache): its key
+ * is a hash of the encoder's weights and of every trajectory's key, steps and final hash, so a
+ * cache of another encoder or other trajectories is recomputed, never used. */
+static uint64_t targets_key(cwm_world *w, const cwm_traj *tr, int n) {
+  uint64_t h = 0x7a76e75ULL ^ (uint64_t)n;
+  for (int i = 0; i < cwm_encoder_nparams(w->enc); i++) {
+    const cwm_param *p = cwm_encoder_param(w->enc, i);
+    h = h * 0x100000001b3ULL ^ cwm_hash64(p->w, sizeof(float) * p->n);
+  }
+  for (int i = 0; i < n; i++) {
+    h = h * 0x100000001b3ULL ^ cwm_hash64(tr[i].key, strlen(tr[i].key));
+    h = h * 0x100000001b3ULL ^ cwm_hash64(tr[i].steps, sizeof(cwm_step) * (size_t)tr[i].nsteps);
+    h = h * 0x100000001b3ULL ^ cwm_hash64(tr[i].final, strlen(tr[i].final));
+  }
+  return h;
+}
+
+#define TC_MAGIC "cwm-targets-1\n"
+
+static int targets_load(const char *path, uint64_t key, cwm_traj *tr, int n, int D, tcache *c) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char magic[sizeof TC_MAGIC];
+  uint64_t k = 0;
+  int32_t hdr[3] = {0, 0, 0}; /* cached trajectories, rows, width */
+  int ok = fread(magic, 1, sizeof TC_MAGIC - 1, f) == sizeof TC_MAGIC - 1 && !memcmp(magic, TC_MAGIC, sizeof TC_MAGIC - 1) &&
+           fread(&k, sizeof k, 1, f) == 1 && k == key && fread(hdr, sizeof hdr, 1, f) == 1 && hdr[0] >= 0 &&
+           hdr[0] <= n && hdr[1] >= 0 && hdr[2] == D;
+  if (ok) {
+    memset(c, 0, sizeof *c);
+    c->n = hdr[0];
+    c->off = cwm_xmalloc(sizeof(int) * (size_t)(c->n ? c->n : 1));
+    c->len = cwm_xmalloc(sizeof(int) * (size_t)(c->n ? c->n : 1));
+    c->steps = cwm_xmalloc(sizeof(*c->steps) * (size_t)(c->n ? c->n : 1));
+    c->Y = cwm_xmalloc(sizeof(float) * (size_t)(hdr[1] ? hdr[1] : 1) * D);
+    int rows = 0;
+    for (int i = 0; ok && i < c->n; i++) {
+      int32_t idx;
+      ok = fread(&idx, sizeof idx, 1, f) == 1 && idx >= 0 && idx < n && rows + tr[idx].nsteps + 1 <= hdr[1];
+      if (!ok) break;
+      c->off[i] = rows;
+      c->len[i] = tr[idx].nsteps;
+      c->steps[i] = tr[idx].steps;
+      rows += tr[idx].nsteps + 1;
+    }
+    ok = ok && rows == hdr[1] && fread(c->Y, sizeof(float) * (size_t)D, (size_t)rows, f) == (size_t)rows;
+    if (!ok) tcache_free(c);
+  }
+  fclose(f);
+  return ok ? 0 : -1;
+}
+
+static void targets_save(const char *path, uint64_t key, const tcache *c, const int *idx, int D) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return; /* a cache only: training goes on without it */
+  int rows = c->n ? c->off[c->n - 1] + c->len[c->n - 1] + 1 : 0;
+  int32_t hdr[3] = {c->n, rows, D};
+  int ok = fwrite(TC_MAGIC, 1, sizeof TC_MAGIC - 1, f) == sizeof TC_MAGIC - 1 && fwrite(&key, sizeof key, 1, f) == 1 &&
+           fwrite(hdr, sizeof hdr, 1, f) == 1;
+  for (int i = 0; ok && i < c->n; i++) {
+    int32_t v = idx[i];
+    ok = fwrite(&v, sizeof v, 1, f) == 1;
+  }
+  ok = ok && fwrite(c->Y, sizeof(float) * (size_t)D, (size_t)rows, f) == (size_t)rows;
+  if (fclose(f) || !ok || rename(tmp, path)) remove(tmp);
+}
+
 /* Encodes every state of every trajectory once (the encoder is frozen here). */
 static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm_train_opts *o, const char *what,
                          cwm_err *err) {
+  char path[4096];
+  uint64_t key = 0;
+  if (o->targets_cache) {
+    snprintf(path, sizeof path, "%s.%s", o->targets_cache, what);
+    key = targets_key(w, tr, n);
+    if (targets_load(path, key, tr, n, w->D, c) == 0) {
+      say(o, "transition: %s targets of %d trajectories read from %s", what, c->n, path);
+      return 0;
+    }
+  }
+  int *idx = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
   memset(c, 0, sizeof *c);
   c->off = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
   c->len = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
@@ -347,6 +415,7 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
     c->off[c->n] = rows;
     c->len[c->n] = T;
     c->steps[c->n] = tr[i].steps;
+    idx[c->n] = i;
     c->n++;
     rows += T + 1;
     if ((i + 1) % 200 == 0 || i + 1 == n) {
@@ -356,6 +425,8 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
     }
   }
   cwm_dag_cache_free(dc);
+  if (!rc && o->targets_cache && !stopped(o)) targets_save(path, key, c, idx, w->D);
+  free(idx);
   return rc;
 }
 
@@ -418,6 +489,186 @@ static float rollout_batch(cwm_world *w, const tcache *c, const int *idx, int B,
   return (float)loss;
 }
 
+/* ---- value head: pairwise ranking of measured records, through the rollout ------------------ */
+
+/* Measured records of one part grouped by workload (groups with fewer than 2 valid costs left
+ * out), with each workload's z_0. */
+typedef struct {
+  cwm_traj *t;
+  int nt;
+  int ng, nrec;
+  int *gstart, *gsize; /* into rec */
+  int *rec;            /* trajectory index per record, groups consecutive */
+  double *cost;        /* [nrec] */
+  float *z0;           /* [ng, D] */
+} vdata;
+
+static void vdata_free(vdata *v) {
+  cwm_trajs_free(v->t, v->nt);
+  free(v->gstart);
+  free(v->gsize);
+  free(v->rec);
+  free(v->cost);
+  free(v->z0);
+  memset(v, 0, sizeof *v);
+}
+
+/* The training workloads' records are split once more for early stopping: those whose split
+ * hash falls in [vf, vf + STOP_FRACTION (1 - vf)) are the stopping set (sub = 1), the rest are
+ * fitted (sub = 0); sub = -1 takes the whole part. */
+#define STOP_FRACTION 0.15
+static int vdata_load(cwm_world *w, const char *path, double vf, int part, int sub, vdata *v, cwm_err *err) {
+  memset(v, 0, sizeof *v);
+  int rc = load_trajs(path, vf, part, 0, &v->t, &v->nt, err);
+  if (rc) return rc;
+  int n = v->nt, D = w->D;
+  int *gid = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1)), *first = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+  unsigned char *skip = cwm_xmalloc((size_t)(n ? n : 1));
+  double vs = vf + STOP_FRACTION * (1 - vf);
+  for (int i = 0; i < n; i++)
+    skip[i] = !v->t[i].measured || (sub >= 0 && (cwm_split_part(v->t[i].key, vs) == CWM_SPLIT_VALID) != sub);
+  int ng = cwm_traj_group_by_key(v->t, n, skip, gid, first);
+  free(skip);
+  v->gstart = cwm_xmalloc(sizeof(int) * (size_t)(ng ? ng : 1));
+  v->gsize = cwm_xmalloc(sizeof(int) * (size_t)(ng ? ng : 1));
+  v->rec = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+  v->cost = cwm_xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+  v->z0 = cwm_xmalloc(sizeof(float) * (size_t)(ng ? ng : 1) * D);
+  cwm_dag_cache *dc = cwm_dag_cache_new();
+  for (int g = 0; g < ng && !rc; g++) {
+    int valid = 0;
+    for (int i = first[g]; i < n; i++) valid += gid[i] == g && cwm_cost_valid(v->t[i].cost);
+    cwm_err e = {0};
+    const cwm_dag *d = valid >= 2 ? cwm_dag_cache_get(dc, &v->t[first[g]], &e) : NULL;
+    if (!d) continue;
+    const float *z0 = wm_z0(w, d, err);
+    if (!z0) {
+      rc = err ? err->code : CWM_EMODEL;
+      break;
+    }
+    memcpy(v->z0 + (size_t)v->ng * D, z0, sizeof(float) * (size_t)D);
+    v->gstart[v->ng] = v->nrec;
+    for (int i = first[g]; i < n; i++)
+      if (gid[i] == g) {
+        v->rec[v->nrec] = i;
+        v->cost[v->nrec++] = cwm_cost_valid(v->t[i].cost) ? v->t[i].cost : INFINITY;
+      }
+    v->gsize[v->ng] = v->nrec - v->gstart[v->ng];
+    v->ng++;
+  }
+  cwm_dag_cache_free(dc);
+  free(gid);
+  free(first);
+  if (rc) vdata_free(v);
+  return rc;
+}
+
+/* The value loss of groups gidx[0..G) (mean over groups of the pairwise logistic loss of the value
+ * head's scores of the rolled-out z_T); with train set, gradients into w->tp (value head, then
+ * back through every TransH step into the action network). top1_sum: the sum over groups of
+ * best cost / cost of the record the head ranks first. */
+static float value_batch(cwm_world *w, const vdata *v, const int *gidx, int G, int train, float gap,
+                         double *top1_sum) {
+  int D = w->D, H = WM_VALUE_HIDDEN;
+  int R = 0, N = 0;
+  for (int b = 0; b < G; b++) {
+    R += v->gsize[gidx[b]];
+    for (int k = 0; k < v->gsize[gidx[b]]; k++) N += v->t[v->rec[v->gstart[gidx[b]] + k]].nsteps;
+  }
+  if (!R) return 0;
+  const cwm_step **st = cwm_xmalloc(sizeof(*st) * (size_t)(N ? N : 1));
+  for (int b = 0, k = 0; b < G; b++)
+    for (int r = 0; r < v->gsize[gidx[b]]; r++) {
+      const cwm_traj *t = &v->t[v->rec[v->gstart[gidx[b]] + r]];
+      for (int j = 0; j < t->nsteps; j++) st[k++] = &t->steps[j];
+    }
+  wm_act_batch ab = {0};
+  if (N) wm_act_forward(w, st, N, &ab);
+  float *Z = cwm_xmalloc(sizeof(float) * (size_t)(N + R) * D);
+  float *X = cwm_xmalloc(sizeof(float) * (size_t)R * D), *dX = cwm_xcalloc((size_t)R * D, sizeof(float));
+  float *pre = cwm_xmalloc(sizeof(float) * (size_t)R * H), *act = cwm_xmalloc(sizeof(float) * (size_t)R * H);
+  float *s = cwm_xmalloc(sizeof(float) * (size_t)R), *ds = cwm_xcalloc((size_t)R, sizeof(float));
+  double *cost = cwm_xmalloc(sizeof(double) * (size_t)R);
+  /* forward: every record's rollout from its workload's z_0 */
+  for (int b = 0, k = 0, zr = 0, r = 0; b < G; b++) {
+    int g = gidx[b];
+    const float *z0 = v->z0 + (size_t)g * D;
+    for (int q = 0; q < v->gsize[g]; q++, r++) {
+      const cwm_traj *t = &v->t[v->rec[v->gstart[g] + q]];
+      float *z = Z + (size_t)zr * D;
+      memcpy(z, z0, sizeof(float) * (size_t)D);
+      for (int j = 1; j <= t->nsteps; j++)
+        cwm_transh_forward(z + (size_t)j * D, z + (size_t)(j - 1) * D, ab.u + (size_t)(k + j - 1) * D,
+                           ab.d + (size_t)(k + j - 1) * D, 1, D);
+      for (int c = 0; c < D; c++) X[(size_t)r * D + c] = z[(size_t)t->nsteps * D + c] - z0[c];
+      cost[r] = v->cost[v->gstart[g] + q];
+      k += t->nsteps;
+      zr += t->nsteps + 1;
+    }
+  }
+  wm_value_forward(w, X, R, pre, act, s);
+  double loss = 0;
+  for (int b = 0, r = 0; b < G; b++) {
+    int m = v->gsize[gidx[b]];
+    loss += cwm_pair_logistic(s + r, cost + r, m, gap, 1.0f / (float)G, ds + r, NULL) / G;
+    if (top1_sum) {
+      int bi = -1;
+      double best = INFINITY;
+      for (int q = 0; q < m; q++) {
+        if (cost[r + q] < best) best = cost[r + q];
+        /* ties go to the worse program, as in cwm_rank_metrics_eval */
+        if (bi < 0 || s[r + q] > s[r + bi] || (s[r + q] == s[r + bi] && !(cost[r + q] <= cost[r + bi]))) bi = q;
+      }
+      *top1_sum += isfinite(cost[r + bi]) ? best / cost[r + bi] : 0.0;
+    }
+    r += m;
+  }
+  if (train) {
+    wm_value_backward(w, X, pre, act, ds, R, dX);
+    float *dZ = cwm_xcalloc((size_t)(N + R) * D, sizeof(float));
+    float *du = cwm_xcalloc((size_t)(N ? N : 1) * D, sizeof(float)), *dd = cwm_xcalloc((size_t)(N ? N : 1) * D, sizeof(float));
+    for (int b = 0, k = 0, zr = 0, r = 0; b < G; b++) {
+      int g = gidx[b];
+      for (int q = 0; q < v->gsize[g]; q++, r++) {
+        const cwm_traj *t = &v->t[v->rec[v->gstart[g] + q]];
+        int T = t->nsteps;
+        memcpy(dZ + (size_t)(zr + T) * D, dX + (size_t)r * D, sizeof(float) * (size_t)D);
+        for (int j = T; j >= 1; j--)
+          cwm_transh_backward(dZ + (size_t)(zr + j - 1) * D, du + (size_t)(k + j - 1) * D,
+                              dd + (size_t)(k + j - 1) * D, dZ + (size_t)(zr + j) * D, Z + (size_t)(zr + j - 1) * D,
+                              ab.u + (size_t)(k + j - 1) * D, 1, D);
+        k += T;
+        zr += T + 1;
+      }
+    }
+    if (N) wm_act_backward(w, &ab, du, dd);
+    free(dZ);
+    free(du);
+    free(dd);
+  }
+  wm_act_batch_free(&ab);
+  free(st);
+  free(Z);
+  free(X);
+  free(dX);
+  free(pre);
+  free(act);
+  free(s);
+  free(ds);
+  free(cost);
+  return (float)loss;
+}
+
+/* Mean value loss and top-1 score of the value head over every group of v (no training). */
+static void value_eval(cwm_world *w, const vdata *v, float gap, double *loss, double *top1) {
+  *loss = *top1 = 0;
+  if (!v->ng) return;
+  double t1 = 0, l = 0;
+  for (int g = 0; g < v->ng; g++) l += value_batch(w, v, &g, 1, 0, gap, &t1);
+  *loss = l / v->ng;
+  *top1 = t1 / v->ng;
+}
+
 int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *err) {
   cwm_traj *tr = NULL, *va = NULL;
   int ntr = 0, nva = 0;
@@ -429,12 +680,31 @@ int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *e
   rc = build_targets(w, tr, ntr, &ct, o, "training", err);
   if (!rc) rc = build_targets(w, va, nva, &cv, o, "validation", err);
   if (!rc && ct.n < 2) rc = cwm_fail(err, CWM_EIO, "%s: fewer than 2 usable training trajectories", o->traj_path);
+  /* measured records: the value head's ranking loss through the rollout (training workloads),
+   * and its top-1 score on the held-out ones, for the log only */
+  vdata vt = {0}, vs = {0}, vv = {0};
+  if (!rc && o->log_path) {
+    rc = vdata_load(w, o->log_path, o->valid_fraction, CWM_SPLIT_TRAIN, 0, &vt, err);
+    if (!rc) rc = vdata_load(w, o->log_path, o->valid_fraction, CWM_SPLIT_TRAIN, 1, &vs, err);
+    if (!rc) rc = vdata_load(w, o->log_path, o->valid_fraction, CWM_SPLIT_VALID, -1, &vv, err);
+    if (!rc)
+      say(o, "value head: %d measured records of %d training workloads fitted, %d of %d for early stopping (%d "
+             "records of %d held-out workloads, reported only)", vt.nrec, vt.ng, vs.nrec, vs.ng, vv.nrec, vv.ng);
+  }
+  /* with the value head the weights overfit the fitted workloads within a few epochs, and the
+   * epoch-to-epoch ranking on unseen workloads is noisy: the model kept is the average of the
+   * weights at the end of each epoch of the second half (stochastic weight averaging); the
+   * stopping set shows how it generalizes */
+  float *avg_w = vt.ng ? cwm_xcalloc(w->tp.total, sizeof(float)) : NULL;
+  int navg = 0;
   int B = o->batch < 2 ? 2 : o->batch;
   cwm_adamw opt = cwm_adamw_default();
   opt.lr = o->lr;
+  opt.weight_decay = o->weight_decay;
   cwm_rng r;
   cwm_rng_seed(&r, o->seed ^ 0x7ea5171eULL);
   int *perm = cwm_xmalloc(sizeof(int) * (size_t)(ct.n ? ct.n : 1));
+  int *gperm = cwm_xmalloc(sizeof(int) * (size_t)(vt.ng ? vt.ng : 1));
   int epochs = o->epochs * 4; /* transition batches are cheap once the targets are cached */
   double t0 = cwm_now();
   for (int ep = 0; ep < epochs && !rc && !stopped(o); ep++) {
@@ -453,6 +723,35 @@ int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *e
       cwm_adamw_step(&w->tp, &opt);
       nb++;
     }
+    /* the value head: batches of 4 training workloads' records */
+    double vl = 0, vtop = 0;
+    int vnb = 0;
+    for (int i = 0; i < vt.ng; i++) gperm[i] = i;
+    for (int i = vt.ng - 1; i > 0; i--) {
+      int j = cwm_rng_int(&r, i + 1), x = gperm[i];
+      gperm[i] = gperm[j];
+      gperm[j] = x;
+    }
+    for (int s = 0; s < vt.ng && !stopped(o); s += 4) {
+      int G = vt.ng - s < 4 ? vt.ng - s : 4;
+      cwm_params_zero_grad(&w->tp);
+      vl += value_batch(w, &vt, gperm + s, G, 1, o->value_gap, &vtop);
+      cwm_params_clip_grad(&w->tp, 1.0f);
+      cwm_adamw_step(&w->tp, &opt);
+      vnb++;
+    }
+    if (vnb) {
+      double sl, st, hl, ht;
+      value_eval(w, &vs, o->value_gap, &sl, &st);
+      value_eval(w, &vv, o->value_gap, &hl, &ht);
+      say(o, "transition epoch %d/%d: value head: training loss %.4f, top-1 %.3f; stopping set loss %.4f, top-1 "
+             "%.3f; held-out loss %.4f, top-1 %.3f",
+          ep + 1, epochs, vl / vnb, vtop / vt.ng, sl, st, hl, ht);
+    }
+    if (avg_w && ep >= epochs / 2) {
+      navg++;
+      for (size_t k = 0; k < w->tp.total; k++) avg_w[k] += (w->tp.block[k] - avg_w[k]) / (float)navg;
+    }
     double vm = 0, vbase = 0;
     long vsteps = 0;
     int *vidx = cwm_xmalloc(sizeof(int) * (size_t)(cv.n ? cv.n : 1));
@@ -467,7 +766,21 @@ int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *e
         ep + 1, epochs, nb ? lsum / nb : 0.0, vsteps ? vm / vsteps : 0.0, vsteps ? vbase / vsteps : 0.0,
         cwm_now() - t0);
   }
+  if (!rc && navg > 0) {
+    memcpy(w->tp.block, avg_w, sizeof(float) * w->tp.total);
+    wm_map_clear(&w->act_cache);
+    double sl, st, hl, ht;
+    value_eval(w, &vs, o->value_gap, &sl, &st);
+    value_eval(w, &vv, o->value_gap, &hl, &ht);
+    say(o, "transition: kept the average of the last %d epochs' weights: value head stopping set loss %.4f, top-1 "
+           "%.3f; held-out loss %.4f, top-1 %.3f", navg, sl, st, hl, ht);
+  }
+  free(avg_w);
   free(perm);
+  free(gperm);
+  vdata_free(&vt);
+  vdata_free(&vs);
+  vdata_free(&vv);
   tcache_free(&ct);
   tcache_free(&cv);
   cwm_trajs_free(tr, ntr);
@@ -487,19 +800,8 @@ int cwm_world_record_groups(cwm_world *w, const char *log_path, double vf, int p
   if (rc) return rc;
   /* group order: first appearance; records of a key collected together */
   int *order = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
-  int *gid = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
-  char(*keys)[17] = cwm_xcalloc((size_t)(n ? n : 1), 17);
-  int ng = 0;
-  for (int i = 0; i < n; i++) {
-    int g = -1;
-    for (int k = ng - 1; k >= 0 && g < 0; k--)
-      if (!strcmp(keys[k], tr[i].key)) g = k;
-    if (g < 0) {
-      g = ng++;
-      memcpy(keys[g], tr[i].key, 17);
-    }
-    gid[i] = g;
-  }
+  int *gid = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1)), *gfirst = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+  int ng = cwm_traj_group_by_key(tr, n, NULL, gid, gfirst);
   int nf = cwm_world_nfeat(w);
   float *rows = cwm_xmalloc(sizeof(float) * (size_t)(n ? n : 1) * nf);
   double *costs = cwm_xmalloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -533,7 +835,7 @@ int cwm_world_record_groups(cwm_world *w, const char *log_path, double vf, int p
     free(ns);
     if (rc) break;
     sizes[ngo] = m;
-    memcpy(gkeys[ngo], keys[g], 17);
+    memcpy(gkeys[ngo], tr[gfirst[g]].key, 17);
     ngo++;
     nrows += m;
     if (o && ((g + 1) % 10 == 0 || g + 1 == ng))
@@ -543,7 +845,7 @@ int cwm_world_record_groups(cwm_world *w, const char *log_path, double vf, int p
   cwm_trajs_free(tr, n);
   free(order);
   free(gid);
-  free(keys);
+  free(gfirst);
   if (rc) {
     free(rows);
     free(costs);
@@ -582,6 +884,7 @@ int cwm_world_train_ranker(cwm_world *w, const cwm_train_opts *o, cwm_err *err) 
   p.seed = o->seed;
   cwm_ranker *r = cwm_ranker_new(&p, err);
   if (!r) rc = err ? err->code : CWM_EDEP;
+  else cwm_ranker_set_margin_col(r, w->D); /* boosted from the value head's score */
   double t0 = cwm_now();
   if (!rc) rc = cwm_ranker_train(r, rows, nr, cwm_world_nfeat(w), labels, sizes, ng, o->ranker_rounds, err);
   if (!rc) {

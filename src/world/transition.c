@@ -3,7 +3,8 @@
  * compute-at target, fuse/reorder lists, ...) become ids into one embedding table; their sum e
  * goes through one GELU layer to h, and two linear heads give the raw hyperplane normal u and
  * the translation d of the TransH step z' = z - (w.z) w + d, w = u/|u| (nn.c has the step).
- * Numbers enter as log2 buckets, so the same kind of decision at another size lands nearby. */
+ * Numbers enter as log2 buckets, so the same kind of decision at another size lands nearby.
+ * The value head (wm_value_*) reads how fast a rolled-out state runs from z_T - z_0. */
 #include "world_internal.h"
 
 #include <math.h>
@@ -120,6 +121,10 @@ void wm_transition_params(cwm_params *tp, int D) {
   cwm_params_add(tp, "act.u.b", 1, vec, 0);
   cwm_params_add(tp, "act.d.w", 2, sq, 1);
   cwm_params_add(tp, "act.d.b", 1, vec, 0);
+  int vw1[2] = {WM_VALUE_HIDDEN, D}, vb1[1] = {WM_VALUE_HIDDEN}, vw2[2] = {1, WM_VALUE_HIDDEN};
+  cwm_params_add(tp, "val.w1", 2, vw1, 1);
+  cwm_params_add(tp, "val.b1", 1, vb1, 0);
+  cwm_params_add(tp, "val.w2", 2, vw2, 1);
   cwm_params_alloc(tp);
 }
 
@@ -136,6 +141,35 @@ void wm_transition_init(cwm_params *tp, uint64_t seed) {
   /* small translations at first: the step starts close to a projection */
   cwm_param_init_normal(&tp->p[TP_D_W], &r, 0.1f / sqrtf((float)D));
   cwm_param_init_const(&tp->p[TP_D_B], 0);
+  wm_value_init(tp, seed);
+}
+
+void wm_value_init(cwm_params *tp, uint64_t seed) {
+  cwm_rng r;
+  cwm_rng_seed(&r, seed ^ 0x5a1ce0ffee11ULL);
+  int D = tp->p[TP_V_W1].shape[1];
+  cwm_param_init_normal(&tp->p[TP_V_W1], &r, 1.0f / sqrtf((float)D));
+  cwm_param_init_const(&tp->p[TP_V_B1], 0);
+  cwm_param_init_normal(&tp->p[TP_V_W2], &r, 1.0f / sqrtf((float)WM_VALUE_HIDDEN));
+}
+
+void wm_value_forward(const cwm_world *w, const float *x, int N, float *pre, float *act, float *s) {
+  int D = w->D, H = WM_VALUE_HIDDEN;
+  cwm_linear_forward(pre, x, w->tp.p[TP_V_W1].w, w->tp.p[TP_V_B1].w, N, D, H, 0);
+  cwm_gelu_forward(act, pre, (size_t)N * H);
+  cwm_linear_forward(s, act, w->tp.p[TP_V_W2].w, NULL, N, H, 1, 0);
+}
+
+void wm_value_backward(cwm_world *w, const float *x, const float *pre, const float *act, const float *ds, int N,
+                       float *dx) {
+  int D = w->D, H = WM_VALUE_HIDDEN;
+  size_t m = (size_t)N * H;
+  float *dact = cwm_xcalloc(m, sizeof(float)), *dpre = cwm_xcalloc(m, sizeof(float));
+  cwm_linear_backward(dact, w->tp.p[TP_V_W2].g, NULL, ds, act, w->tp.p[TP_V_W2].w, N, H, 1);
+  cwm_gelu_backward(dpre, pre, dact, m);
+  cwm_linear_backward(dx, w->tp.p[TP_V_W1].g, w->tp.p[TP_V_B1].g, dpre, x, w->tp.p[TP_V_W1].w, N, D, H);
+  free(dact);
+  free(dpre);
 }
 
 void wm_act_batch_free(wm_act_batch *b) {

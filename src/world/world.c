@@ -72,6 +72,7 @@ cwm_ranker *cwm_world_ranker(cwm_world *w) { return w->ranker; }
 void cwm_world_set_ranker(cwm_world *w, cwm_ranker *r) {
   if (w->ranker != r) cwm_ranker_free(w->ranker);
   w->ranker = r;
+  if (r) cwm_ranker_set_margin_col(r, w->D); /* the trees boost from the value head's score */
 }
 void cwm_world_set_no_transition(cwm_world *w, int on) { w->cfg.no_transition = on; }
 void cwm_world_set_notes(cwm_world *w, const char *notes) {
@@ -167,7 +168,7 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
     cwm_fail(err, CWM_EMODEL, "model file %s: world.config has no world_version", path);
     goto out;
   }
-  if (ver != CWM_WORLD_VERSION) {
+  if (ver != CWM_WORLD_VERSION && ver != 1) {
     cwm_fail(err, CWM_EMODEL, "model file %s: world model version %d; this cwm reads version %d (retrain with cwm train)",
              path, ver, CWM_WORLD_VERSION);
     goto out;
@@ -215,13 +216,18 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   if (!w) goto out;
   for (int i = 0; i < cwm_encoder_nparams(w->enc); i++)
     if (load_params(f, path, "enc.", cwm_encoder_param(w->enc, i), err)) goto fail;
-  for (int i = 0; i < w->tp.n; i++)
+  for (int i = 0; i < w->tp.n; i++) {
+    if (ver == 1 && i >= TP_V_W1) break; /* version 1 has no value head */
     if (load_params(f, path, "", &w->tp.p[i], err)) goto fail;
+  }
+  if (ver == 1) wm_value_init(&w->tp, 1);
   size_t rn = 0;
-  const void *rb = cwm_mfile_bytes(f, "ranker", &rn);
+  /* a version-1 ranker read rows of another layout: it is left out (train the ranker again) */
+  const void *rb = ver == 1 ? NULL : cwm_mfile_bytes(f, "ranker", &rn);
   if (rb) {
     w->ranker = cwm_ranker_load(rb, rn, err);
     if (!w->ranker) goto fail;
+    cwm_ranker_set_margin_col(w->ranker, w->D);
   }
   const char *notes = cwm_mfile_text(f, "notes");
   if (notes) w->notes = cwm_xstrdup(notes);
@@ -259,27 +265,69 @@ int cwm_world_encode(cwm_world *w, const char *const *texts, int n, float *out, 
   return 0;
 }
 
-/* [w | d] of one step, from the cache or computed once. */
-static const float *action_wd(cwm_world *w, const cwm_step *s) {
+static uint64_t action_key(const cwm_step *s) {
   int ids[CWM_ACT_MAXF];
   int n = cwm_action_ids(s, ids);
-  uint64_t key = cwm_hash64(ids, sizeof(int) * (size_t)n) ^ (uint64_t)n;
+  return cwm_hash64(ids, sizeof(int) * (size_t)n) ^ (uint64_t)n;
+}
+
+/* The cached row of an action: [w = u/|u| | d]. */
+static void fill_wd(float *row, const float *u, const float *d, int D) {
+  double nn = 0;
+  for (int j = 0; j < D; j++) nn += (double)u[j] * u[j];
+  float inv = nn > 0 ? (float)(1.0 / sqrt(nn)) : 0.0f;
+  for (int j = 0; j < D; j++) {
+    row[j] = u[j] * inv;
+    row[D + j] = d[j];
+  }
+}
+
+/* [w | d] of one step, from the cache or computed once. */
+static const float *action_wd(cwm_world *w, const cwm_step *s) {
+  uint64_t key = action_key(s);
   float *row = wm_map_get(&w->act_cache, key);
   if (row) return row;
   wm_act_batch b = {0};
   const cwm_step *one[1] = {s};
   wm_act_forward(w, one, 1, &b);
   row = wm_map_put(&w->act_cache, key);
-  int D = w->D;
-  double nn = 0;
-  for (int j = 0; j < D; j++) nn += (double)b.u[j] * b.u[j];
-  float inv = nn > 0 ? (float)(1.0 / sqrt(nn)) : 0.0f;
-  for (int j = 0; j < D; j++) {
-    row[j] = b.u[j] * inv;
-    row[D + j] = b.d[j];
-  }
+  fill_wd(row, b.u, b.d, w->D);
   wm_act_batch_free(&b);
   return row;
+}
+
+/* Computes the actions of a batch of candidates that are not cached yet in one batched forward
+ * (one call per action is mostly call overhead). */
+static void prefetch_actions(cwm_world *w, cwm_state *const *states, int n) {
+  wm_map seen;
+  wm_map_init(&seen, 1);
+  const cwm_step **miss = NULL;
+  uint64_t *keys = NULL;
+  int nm = 0, cap = 0;
+  for (int i = 0; i < n; i++)
+    for (int t = 0; t < states[i]->nsteps; t++) {
+      const cwm_step *st = &states[i]->steps[t];
+      uint64_t key = action_key(st);
+      if (wm_map_get(&w->act_cache, key) || wm_map_get(&seen, key)) continue;
+      wm_map_put(&seen, key);
+      if (nm == cap) {
+        cap = cap ? cap * 2 : 256;
+        miss = cwm_xrealloc(miss, sizeof *miss * (size_t)cap);
+        keys = cwm_xrealloc(keys, sizeof *keys * (size_t)cap);
+      }
+      miss[nm] = st;
+      keys[nm++] = key;
+    }
+  if (nm > 0) {
+    wm_act_batch b = {0};
+    wm_act_forward(w, miss, nm, &b);
+    for (int k = 0; k < nm; k++)
+      fill_wd(wm_map_put(&w->act_cache, keys[k]), b.u + (size_t)k * w->D, b.d + (size_t)k * w->D, w->D);
+    wm_act_batch_free(&b);
+  }
+  wm_map_free(&seen);
+  free(miss);
+  free(keys);
 }
 
 int cwm_world_rollout(cwm_world *w, const float *z0, const cwm_step *steps, int n, float *zT, float *trace) {
@@ -298,16 +346,53 @@ int cwm_world_rollout(cwm_world *w, const float *z0, const cwm_step *steps, int 
   return 0;
 }
 
-int cwm_world_nfeat(const cwm_world *w) { return w->D + CWM_ACT_NFEAT; }
+int cwm_world_nfeat(const cwm_world *w) { return w->D + 1 + CWM_ACT_NFEAT; }
 
-void cwm_world_row(cwm_world *w, const float *zT, const cwm_step *steps, int n, const cwm_state *final,
-                   float *row) {
-  memcpy(row, zT, sizeof(float) * (size_t)w->D);
-  cwm_action_features(steps, n, final, NULL, row + w->D);
+/* The row without its value column when with_value is 0 (the caller fills it, batched). */
+static void row_fill(cwm_world *w, const float *z0, const float *zT, int no_transition, const cwm_step *steps, int n,
+                     const cwm_state *final, float *row, int with_value) {
+  int D = w->D;
+  if (no_transition) {
+    memcpy(row, z0, sizeof(float) * (size_t)D);
+    row[D] = 0;
+  } else {
+    int nan = 0;
+    for (int j = 0; j < D; j++) {
+      row[j] = zT[j] - z0[j];
+      nan |= isnan(row[j]);
+    }
+    float pre[WM_VALUE_HIDDEN], act[WM_VALUE_HIDDEN], v = NAN;
+    if (!nan && with_value) wm_value_forward(w, row, 1, pre, act, &v);
+    row[D] = v;
+  }
+  cwm_action_features(steps, n, final, NULL, row + D + 1);
 }
 
-/* z0 of the workload a dag holds, cached by workload key. */
-static const float *world_z0(cwm_world *w, const cwm_dag *d, cwm_err *err) {
+void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int no_transition, const cwm_step *steps, int n,
+                   const cwm_state *final, float *row) {
+  row_fill(w, z0, zT, no_transition, steps, n, final, row, 1);
+}
+
+/* The value column of n rows in one batched pass over their z_T - z_0 columns. */
+static void rows_value(cwm_world *w, float *rows, int n) {
+  int D = w->D, nf = cwm_world_nfeat(w), H = WM_VALUE_HIDDEN;
+  float *x = cwm_xmalloc(sizeof(float) * (size_t)n * D), *pre = cwm_xmalloc(sizeof(float) * (size_t)n * H);
+  float *act = cwm_xmalloc(sizeof(float) * (size_t)n * H), *v = cwm_xmalloc(sizeof(float) * (size_t)n);
+  for (int i = 0; i < n; i++) memcpy(x + (size_t)i * D, rows + (size_t)i * nf, sizeof(float) * (size_t)D);
+  wm_value_forward(w, x, n, pre, act, v);
+  for (int i = 0; i < n; i++) {
+    int nan = 0;
+    for (int j = 0; j < D; j++) nan |= isnan(x[(size_t)i * D + j]);
+    rows[(size_t)i * nf + D] = nan ? NAN : v[i];
+  }
+  free(x);
+  free(pre);
+  free(act);
+  free(v);
+}
+
+/* z0 of the workload a dag holds (E of its initial state), cached by workload key. */
+const float *wm_z0(cwm_world *w, const cwm_dag *d, cwm_err *err) {
   uint64_t h = cwm_hash64(cwm_dag_key(d), 16);
   float *z = wm_map_get(&w->z0_cache, h);
   if (z) return z;
@@ -330,7 +415,7 @@ static const float *world_z0(cwm_world *w, const cwm_dag *d, cwm_err *err) {
 
 int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const *steps, const int *nsteps,
                           int n, int mode, float *rows, cwm_err *err) {
-  const float *z0 = world_z0(w, d, err);
+  const float *z0 = wm_z0(w, d, err);
   if (!z0) return err ? err->code : CWM_EMODEL;
   int D = w->D, nf = cwm_world_nfeat(w);
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
@@ -353,7 +438,8 @@ int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const 
     } else {
       cwm_world_rollout(w, z0, steps[i], nsteps[i], z, NULL);
     }
-    cwm_world_row(w, z, steps[i], nsteps[i], fin, rows + (size_t)i * nf);
+    cwm_world_row(w, z0, z, mode == 1 || (mode == 0 && w->cfg.no_transition), steps[i], nsteps[i], fin,
+                  rows + (size_t)i * nf);
     cwm_state_free(fin);
   }
   free(z);
@@ -389,18 +475,21 @@ static float *row_buffer(world_cm *m, int n) {
 
 static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *rows, cwm_err *err) {
   int D = w->D, nf = cwm_world_nfeat(w);
+  if (!w->cfg.no_transition) prefetch_actions(w, states, n);
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
   for (int i = 0; i < n; i++) {
-    const float *z0 = world_z0(w, states[i]->dag, err);
+    const float *z0 = wm_z0(w, states[i]->dag, err);
     if (!z0) {
       free(z);
       return err ? err->code : CWM_EMODEL;
     }
     if (w->cfg.no_transition) memcpy(z, z0, sizeof(float) * (size_t)D);
     else cwm_world_rollout(w, z0, states[i]->steps, states[i]->nsteps, z, NULL);
-    cwm_world_row(w, z, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf);
+    row_fill(w, z0, z, w->cfg.no_transition, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf,
+             0);
   }
   free(z);
+  if (!w->cfg.no_transition && n > 0) rows_value(w, rows, n);
   return 0;
 }
 

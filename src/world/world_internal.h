@@ -28,7 +28,8 @@ struct cwm_world {
   int D;
   cwm_vocab *vocab;
   cwm_encoder *enc;
-  cwm_params tp; /* transition parameters: act.emb, act.fc.w/b, act.u.w/b, act.d.w/b */
+  cwm_params tp; /* transition parameters: act.emb, act.fc.w/b, act.u.w/b, act.d.w/b, and the
+                    value head val.w1/b1/w2 */
   cwm_ranker *ranker;
   char *notes;
   wm_map act_cache; /* action hash -> [w (unit normal) | d] */
@@ -36,7 +37,20 @@ struct cwm_world {
 };
 
 /* Transition parameter indices in w->tp. */
-enum { TP_EMB, TP_FC_W, TP_FC_B, TP_U_W, TP_U_B, TP_D_W, TP_D_B, TP__COUNT };
+enum { TP_EMB, TP_FC_W, TP_FC_B, TP_U_W, TP_U_B, TP_D_W, TP_D_B, TP_V_W1, TP_V_B1, TP_V_W2, TP__COUNT };
+
+/* The value head: a score of how fast the program of a latent state runs, read from the change
+ * the schedule made, x = z - z_0: v = w2 . gelu(W1 x + b1), W1 [H, D]. Trained through the
+ * rollout with a pairwise ranking loss on measured records (as a world model's reward head),
+ * so the action embeddings learn what their steps do to the running time, not only to the text. */
+#define WM_VALUE_HIDDEN 64
+/* x [N, D] -> pre, act [N, H] (kept for the backward), s [N]. */
+void wm_value_forward(const cwm_world *w, const float *x, int N, float *pre, float *act, float *s);
+/* ds [N] -> gradients into w->tp's value head and dx [N, D] (accumulated). */
+void wm_value_backward(cwm_world *w, const float *x, const float *pre, const float *act, const float *ds, int N,
+                       float *dx);
+/* Initializes just the value head (a model file of version 1 has none). */
+void wm_value_init(cwm_params *tp, uint64_t seed);
 
 void wm_transition_params(cwm_params *tp, int D);
 void wm_transition_init(cwm_params *tp, uint64_t seed);
@@ -55,6 +69,9 @@ void wm_act_backward(cwm_world *w, const wm_act_batch *b, const float *du, const
 
 /* Tokenizes and encodes texts with the encoder (inference or training forward). */
 int wm_encode_texts(cwm_world *w, const char *const *texts, int n, float *out, int keep, cwm_err *err);
+
+/* z_0 of the workload a dag holds (E of its initial state), cached by workload key. */
+const float *wm_z0(cwm_world *w, const cwm_dag *d, cwm_err *err);
 
 /* The cost model's scoring without the cost-model object (eval's speed figure). */
 int wm_score_states(cwm_world *w, cwm_state *const *states, int n, double *scores, cwm_err *err);
