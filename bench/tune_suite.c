@@ -2,7 +2,7 @@
  * budget, and in the same run measures oneDNN and PyTorch on the same shapes; prints a table of
  * best latency, GFLOP/s, the ratio to oneDNN and to PyTorch (anchor latency / ours, >1 = we are
  * faster), tuning time, and the geometric means over the compute-bound and memory-bound rows.
- * usage: tune_suite [--model ansor[,random]] [--trials N] [--threads T] [--ids a,b] [--seed S]
+ * usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b] [--seed S]
  *                   [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]
  * Logs go to DIR/<model>_<id>.jsonl, so an interrupted run resumes where it stopped. */
 #define _GNU_SOURCE
@@ -15,6 +15,7 @@
 
 #include "cwm/costmodel.h"
 #include "cwm/search.h"
+#include "cwm/world.h"
 #ifdef CWM_HAVE_DNNL
 #include "anchors.h"
 #endif
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--suite") && i + 1 < argc) suite = argv[++i];
     else if (!strcmp(argv[i], "--no-torch")) torch = 0;
     else {
-      fprintf(stderr, "usage: tune_suite [--model ansor[,random]] [--trials N] [--threads T] [--ids a,b]\n"
+      fprintf(stderr, "usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b]\n"
                       "                  [--seed S] [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]\n");
       return 2;
     }
@@ -140,8 +141,18 @@ int main(int argc, char **argv) {
       to.log_path = logp;
       to.progress = progress;
       to.progress_ud = id;
-      cwm_costmodel *m = !strcmp(mlist[k], "random") ? cwm_costmodel_random((uint64_t)seed)
-                                                      : cwm_costmodel_ansor((uint64_t)seed, pretrained, &e);
+      cwm_costmodel *m = NULL;
+      if (!strcmp(mlist[k], "random")) {
+        m = cwm_costmodel_random((uint64_t)seed);
+      } else if (!strcmp(mlist[k], "world")) {
+        /* the shipped default model ($CWM_MODEL overrides), loaded afresh for every workload */
+        const char *mp = cwm_world_default_path();
+        cwm_world *wm = mp ? cwm_world_load(mp, &e) : NULL;
+        if (!mp) snprintf(e.msg, sizeof e.msg, "no default world model (models/default.cwm)");
+        m = wm ? cwm_costmodel_world(wm, &e) : NULL;
+      } else {
+        m = cwm_costmodel_ansor((uint64_t)seed, pretrained, &e);
+      }
       cwm_tune_result res = {0};
       best[k] = -1;
       tsec[k] = 0;
