@@ -54,7 +54,7 @@ static void run_workload(const char *spec, int count, uint64_t seed, int full) {
   /* the generated C must compile warning-free under -Wall -Wextra; -Wmaybe-uninitialized is off
    * because GCC cannot see that a guarded read of a local buffer only touches elements its
    * equally guarded producer wrote (the reference check proves every value) */
-  mo.cflags = "-O3 -march=native -fopenmp -fno-math-errno -fPIC -shared -Wall -Wextra -Wno-maybe-uninitialized -Werror";
+  mo.cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared -Wall -Wextra -Wno-maybe-uninitialized -Werror";
   cwm_task *t = cwm_task_new(w, &mo, &e);
   CHECK(t != NULL);
   cwm_rng r;

@@ -54,7 +54,7 @@ typedef struct {
   int check;              /* compare against the reference; default 1 */
   double tol;             /* tolerance factor, see cwm_measure_check; default 1e-5 */
   const char *cc;         /* default $CC or "gcc" */
-  const char *cflags;     /* default "-O3 -march=native -fopenmp -fno-math-errno -fPIC -shared" */
+  const char *cflags;     /* default "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared" */
   const char *cache_dir;  /* default $CWM_CACHE_DIR, else $HOME/.cache/cwm, else /tmp/cwm-cache */
   unsigned long long seed;/* input data seed; default 1 */
   int verbose;

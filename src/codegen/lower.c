@@ -87,6 +87,7 @@ typedef struct {
   cwm_buf *b;
   int par_depth, simd_depth;
   int used_vec;
+  int used_math; /* cwm_expf / cwm_erff: the definitions go before the kernel */
   struct cse_s *cse;
   /* store collection (cwm_lower_stores): the open loops and the stores seen */
   int collect, last_unroll;
@@ -331,7 +332,11 @@ static long node_max(const cwm_stage *st, int node, int depth) {
  * hold 0. The innermost loop that indexes it then walks contiguous memory, so a vectorized spatial
  * loop reads whole vectors (and the register tile applies) where the original layout had a
  * stride. The conversion runs once, outside the kernel (<fn>_pack_<name>). The decision depends
- * on the state alone, so a logged step list always lowers to the same kernel. */
+ * on the state alone, so a logged step list always lowers to the same kernel.
+ * An input that is not a weight (batch_matmul's second operand, an activation) is rewritten the
+ * same way, but inside the kernel on every call ("runtime pack"), and only when the stage's
+ * vectorized loop would otherwise read it with a stride: the copy costs one pass over the input,
+ * which the reduction then reads many times as whole vectors instead of element by element. */
 
 #define RW_MAX_DIMS 16
 typedef struct rewrite_s {
@@ -342,6 +347,7 @@ typedef struct rewrite_s {
   long stride[RW_MAX_DIMS];     /* row-major strides of the new layout */
   lin_t val[RW_MAX_DIMS];       /* each dim's index in the kernel, over the lowered loops */
   long size;                    /* floats of the new layout */
+  int runtime;                  /* not a weight: converted inside the kernel on every call */
   int root_dim[CWM_MAX_DIMS * 2]; /* tensor dim indexed by root axis r of the stage, or -1 */
   long fixed[CWM_MAX_DIMS];       /* the position read in a dim no axis indexes */
 } rewrite_t;
@@ -449,7 +455,7 @@ static long orig_stride(const cwm_stage *ust, int node, long dim_stride) {
 static void plan_rewrite(ctx_t *c, int t) {
   const cwm_state *s = c->s;
   const cwm_op *in = tensor_op(c, t);
-  if (!in->is_input || !in->is_const) return;
+  if (!in->is_input) return;
   int p = -1;
   for (int q = 0; q < s->nstages; q++) {
     if (cwm_stage_is_placeholder(s, q) || !cwm_expr_reads(body_op(c, q)->body, t)) continue;
@@ -479,7 +485,7 @@ static void plan_rewrite(ctx_t *c, int t) {
   /* terminal parts of the indexing axes, ordered by the loop they end up in (and their place in
    * a fused loop) */
   const cwm_stage *ust = &s->stages[p];
-  int cand[CWM_MAX_NODES], nc = 0;
+  int cand[CWM_MAX_NODES], cleaf[CWM_MAX_NODES], nc = 0;
   long key[CWM_MAX_NODES];
   for (int i = 0; i < ust->nnodes; i++) {
     const cwm_node *n = &ust->nodes[i];
@@ -496,13 +502,27 @@ static void plan_rewrite(ctx_t *c, int t) {
       if (rank < 0) return;
     }
     cand[nc] = i;
+    cleaf[nc] = leaf;
     key[nc++] = (long)stage_iter_pos(ust, leaf) * 1024 + rank;
   }
   for (int i = 1; i < nc; i++) /* insertion sort: a handful of parts */
     for (int j = i; j > 0 && key[j - 1] > key[j]; j--) {
       long tk = key[j]; key[j] = key[j - 1]; key[j - 1] = tk;
       int tc = cand[j]; cand[j] = cand[j - 1]; cand[j - 1] = tc;
+      tc = cleaf[j]; cleaf[j] = cleaf[j - 1]; cleaf[j - 1] = tc;
     }
+  if (!in->is_const) {
+    /* an activation: worth a copy per call only where the vectorized loop strides through it */
+    int last = -1;
+    for (int i = nc - 1; i >= 0 && last < 0; i--)
+      if (ust->nodes[cand[i]].extent > 1) last = i;
+    if (last < 0 || ust->nodes[cleaf[last]].ann != CWM_ANN_VECTORIZE) return;
+    int dim = rw.root_dim[node_root(ust, cand[last])];
+    long ds = 1;
+    for (int e = dim + 1; e < in->ndim; e++) ds *= in->shape[e];
+    if (orig_stride(ust, cand[last], ds) == 1) return;
+    rw.runtime = 1;
+  }
   long size = 1, orig = 1;
   for (int d = 0; d < in->ndim; d++) orig *= in->shape[d];
   for (int i = 0; i < nc; i++) {
@@ -841,7 +861,8 @@ static void emit_read(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int d
 }
 
 static const char *fn_c(ctx_t *c, int fn) {
-  static const char *f32[] = {"expf", "tanhf", "erff", "sqrtf", "rsqrt", "fmaxf", "fminf", "gelu", "relu"};
+  static const char *f32[] = {"cwm_expf", "tanhf", "cwm_erff", "sqrtf", "rsqrt", "cwm_fmaxf", "cwm_fminf", "gelu", "relu"};
+  if (!c->ref && (fn == CWM_FN_EXP || fn == CWM_FN_ERF || fn == CWM_FN_MAX || fn == CWM_FN_MIN)) c->used_math = 1;
   static const char *f64[] = {"exp", "tanh", "erf", "sqrt", "rsqrt", "fmax", "fmin", "gelu", "relu"};
   return (c->ref ? f64 : f32)[fn];
 }
@@ -884,7 +905,7 @@ static void emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int d
       emit_expr(c, e->args[0], env, o, depth + 1);
       cwm_buf_puts(o, "; ");
       if (e->op == CWM_FN_GELU)
-        cwm_buf_printf(o, "%s * x_%d * (%s + %s(x_%d * %s));", half, t, one, c->ref ? "erf" : "erff", t,
+        cwm_buf_printf(o, "%s * x_%d * (%s + %s(x_%d * %s));", half, t, one, fn_c(c, CWM_FN_ERF), t,
                        c->ref ? "0.70710678118654752" : "0.707106781f");
       else if (e->op == CWM_FN_RELU)
         cwm_buf_printf(o, "x_%d > 0 ? x_%d : %s;", t, t, c->ref ? "0.0" : "0.0f");
@@ -1056,7 +1077,7 @@ static void emit_update_stmt(ctx_t *c, int p, int depth) {
   if (b->reduce == CWM_RED_NONE) cwm_buf_printf(&o, "%s = %s", tgt.s, val.s);
   else if (c->text) cwm_buf_printf(&o, "%s %s= %s", tgt.s, b->reduce == CWM_RED_SUM ? "+" : b->reduce == CWM_RED_MAX ? "max" : "min", val.s);
   else if (b->reduce == CWM_RED_SUM) cwm_buf_printf(&o, "%s = %s + %s", tgt.s, tgt.s, val.s);
-  else cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, b->reduce == CWM_RED_MAX ? "fmaxf" : "fminf", tgt.s, val.s);
+  else cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, fn_c(c, b->reduce == CWM_RED_MAX ? CWM_FN_MAX : CWM_FN_MIN), tgt.s, val.s);
   char *cond = guard_cond(c, p, 0);
   emit_guarded(c, depth, cond, o.s);
   free(cond);
@@ -1765,6 +1786,49 @@ static void emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const cha
   cwm_buf_free(&idx);
 }
 
+/* A runtime pack at the top of the kernel body: X_packed allocated and filled from X in the
+ * layout the reading stage walks, the outermost dim split among the threads. */
+static void emit_runtime_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, cwm_buf *o) {
+  char nm[128], names[RW_MAX_DIMS][96];
+  sanitize(in->name, nm, sizeof nm);
+  cwm_buf_printf(o, "  /* %s, read with a stride by a vectorized loop, copied into the layout the loops walk */\n", nm);
+  cwm_buf_printf(o, "  float *restrict %s_packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
+  cwm_buf_printf(o, "  if (!%s_packed) abort();\n", nm);
+  if (rw->ndim > 1 && rw->extent[0] > 1) cwm_buf_puts(o, "  #pragma omp parallel for\n");
+  cwm_buf_printf(o, "  for (long d0 = 0; d0 < %ld; ++d0) {\n    long o = d0 * %ldL;\n", rw->ndim ? rw->extent[0] : 1,
+                 rw->ndim ? rw->stride[0] : 1);
+  snprintf(names[0], sizeof names[0], "d0");
+  for (int d = 1; d < rw->ndim; d++) {
+    snprintf(names[d], sizeof names[d], "d%d", d);
+    cwm_buf_indent(o, d + 1);
+    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
+  }
+  cwm_buf cond, idx;
+  cwm_buf_init(&cond);
+  cwm_buf_init(&idx);
+  for (int d = 0; d < in->ndim; d++) {
+    long st = 1;
+    for (int e = d + 1; e < in->ndim; e++) st *= in->shape[e];
+    cwm_buf v;
+    cwm_buf_init(&v);
+    original_index(c->s, rw, in, d, names, &v, &cond);
+    if (strcmp(v.s, "0")) {
+      if (idx.len) cwm_buf_puts(&idx, " + ");
+      if (st != 1) cwm_buf_printf(&idx, "(%s)*%ld", v.s, st);
+      else cwm_buf_puts(&idx, v.s);
+    }
+    cwm_buf_free(&v);
+  }
+  cwm_buf_indent(o, rw->ndim + 1);
+  if (cond.len)
+    cwm_buf_printf(o, "%s_packed[o++] = %s ? %s[%s] : 0.0f;\n", nm, cond.s, nm, idx.len ? idx.s : "0");
+  else
+    cwm_buf_printf(o, "%s_packed[o++] = %s[%s];\n", nm, nm, idx.len ? idx.s : "0");
+  cwm_buf_puts(o, "  }\n");
+  cwm_buf_free(&cond);
+  cwm_buf_free(&idx);
+}
+
 char *cwm_state_print(const cwm_state *s) {
   ctx_t *c = cwm_xcalloc(1, sizeof *c);
   cwm_buf b;
@@ -1808,6 +1872,48 @@ char *cwm_state_print(const cwm_state *s) {
   return cwm_buf_take(&b);
 }
 
+/* exp and erf in plain C, branch-free, so that a loop calling them vectorizes (libm's expf and
+ * erff are scalar calls: 4 and 11 ns an element here, against 0.8 and 1.2 vectorized). exp:
+ * Cephes' reduction by ln 2 and its degree-6 polynomial, relative error below 1e-7 on
+ * [-87.33, 88.72], 0 below, inf above, NaN kept; erf: Abramowitz-Stegun 7.1.26 on |x| with that
+ * exp, absolute error below 1e-6; max and min as selects (fmaxf's NaN rule keeps a loop scalar),
+ * equal to fmaxf and fminf on numbers. The compiler if-converts the range selects when trapping math
+ * is off (the builder's -fno-trapping-math); otherwise the loop stays scalar but correct. */
+static const char math_defs[] =
+    "#ifndef CWM_MATH_DEFS\n#define CWM_MATH_DEFS\n"
+    "static inline float cwm_expf(float x) {\n"
+    "  float xc = x < -87.33f ? -87.33f : x;\n"
+    "  xc = xc > 88.72f ? 88.72f : xc;\n"
+    "  float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */\n"
+    "  k = k > 127.0f ? 127.0f : k;\n"
+    "  float r = xc - k * 0.693359375f + k * 2.12194440e-4f;\n"
+    "  float p = 1.9875691500e-4f;\n"
+    "  p = p * r + 1.3981999507e-3f;\n"
+    "  p = p * r + 8.3334519073e-3f;\n"
+    "  p = p * r + 4.1665795894e-2f;\n"
+    "  p = p * r + 1.6666665459e-1f;\n"
+    "  p = p * r + 5.0000001201e-1f;\n"
+    "  p = p * r * r + r + 1.0f;\n"
+    "  int ki = ((int)k + 127) << 23; /* 2^k */\n"
+    "  float sc;\n"
+    "  __builtin_memcpy(&sc, &ki, sizeof sc);\n"
+    "  float y = p * sc;\n"
+    "  y = x < -87.33f ? 0.0f : y;\n"
+    "  return x > 88.72f ? __builtin_inff() : y;\n"
+    "}\n"
+    "static inline float cwm_fmaxf(float a, float b) { return a > b ? a : b; }\n"
+    "static inline float cwm_fminf(float a, float b) { return a < b ? a : b; }\n"
+    "static inline float cwm_erff(float x) {\n"
+    "  float a = __builtin_fabsf(x);\n"
+    "  float t = 1.0f / (1.0f + 0.3275911f * a);\n"
+    "  float q = 1.061405429f;\n"
+    "  q = q * t - 1.453152027f;\n"
+    "  q = q * t + 1.421413741f;\n"
+    "  q = q * t - 0.284496736f;\n"
+    "  q = q * t + 0.254829592f;\n"
+    "  return __builtin_copysignf(1.0f - q * t * cwm_expf(-a * a), x);\n"
+    "}\n#endif\n";
+
 static long max_reduction(const cwm_workload *w) {
   long m = 1;
   for (int i = 0; i < w->nops; i++) {
@@ -1839,7 +1945,9 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
         cwm_buf_free(&body);
         return cwm_fail(err, CWM_EINTERNAL, "reference code needs the initial state");
       }
-  /* intermediate buffers at root */
+  /* inputs converted on every call (runtime packs), then intermediate buffers at root */
+  for (int t = 0; t < w->nops && t < CWM_MAX_OPS && !c->ref; t++)
+    if (c->rw[t] && c->rw[t]->runtime) emit_runtime_pack(c, c->rw[t], &w->ops[t], &body);
   for (int p = 0; p < s->nstages; p++) {
     if (cwm_stage_is_placeholder(s, p) || is_output(s, p) || s->stages[p].loc != CWM_LOC_ROOT) continue;
     const cwm_op *op = tensor_op(c, s->stages[p].tid);
@@ -1861,6 +1969,12 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
     buf_name(c, s->stages[p].tid, nm, sizeof nm);
     line(c, 1, "free(%s);", nm);
   }
+  for (int t = 0; t < w->nops && t < CWM_MAX_OPS && !c->ref; t++)
+    if (c->rw[t] && c->rw[t]->runtime) {
+      char nm[128];
+      buf_name(c, t, nm, sizeof nm);
+      line(c, 1, "free(%s);", nm);
+    }
   /* signature: inputs in workload order, then the output */
   for (int i = 0; i < w->nops; i++)
     if (w->ops[i].is_input && k->nargs < CWM_MAX_ARGS - 1) k->arg_tid[k->nargs++] = i;
@@ -1872,7 +1986,7 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
     k->arg_len[a] = n;
     snprintf(k->arg_name[a], CWM_MAX_NAME, "%s", op->name);
     const rewrite_t *rw = a < k->nargs - 1 && k->arg_tid[a] < CWM_MAX_OPS ? c->rw[k->arg_tid[a]] : NULL;
-    if (rw) {
+    if (rw && !rw->runtime) {
       k->src_len[a] = n;
       k->arg_len[a] = rw->size;
       k->npacked++;
@@ -1910,6 +2024,7 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
                      "/* keeps a loaded vector in a register: one load reused by every FMA */\n"
                      "#if defined(__x86_64__) && defined(__GNUC__)\n#define CWM_INREG(v) __asm__(\"\" : \"+x\"(v))\n"
                      "#else\n#define CWM_INREG(v) ((void)0)\n#endif\n#endif\n");
+  if (c->used_math) cwm_buf_puts(&b, math_defs);
   cwm_buf_printf(&b, "void %s(", k->fn);
   for (int a = 0; a < k->nargs; a++)
     cwm_buf_printf(&b, "%s%sfloat *restrict %s%s", a ? ", " : "", a < k->nargs - 1 ? "const " : "", k->arg_name[a],

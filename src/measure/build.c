@@ -43,7 +43,7 @@ void cwm_measure_opts_default(cwm_measure_opts *o) {
   o->tol = 1e-5;
   const char *cc = getenv("CC");
   o->cc = cc && *cc ? cc : "gcc";
-  o->cflags = "-O3 -march=native -fopenmp -fno-math-errno -fPIC -shared";
+  o->cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared";
   o->cache_dir = NULL; /* resolved lazily by cwm_measure_cache_dir, so the environment is read late */
   o->seed = 1;
   o->verbose = 0;

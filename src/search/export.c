@@ -115,7 +115,7 @@ int cwm_export(const cwm_state *s, const char *dir, const char *name, cwm_err *e
   /* example */
   cwm_buf_printf(&ex, "/* %s_example.c: calls %s on seeded inputs%s and compares it with a\n"
                       " * straightforward reference (double accumulation) on the original inputs.\n"
-                      " * Build: cc -O2 -fopenmp %s.c %s_example.c -lm -o %s_example && ./%s_example */\n",
+                      " * Build: cc -O3 -march=native -fno-trapping-math -fopenmp %s.c %s_example.c -lm -o %s_example && ./%s_example */\n",
                  name, name, k.npacked ? " (its weights converted to the kernel's layout first)" : "", name,
                  name, name, name);
   cwm_buf_printf(&ex, "#include <stdio.h>\n#include \"%s.h\"\n", name);
