@@ -405,12 +405,54 @@ static void test_sampler_tiles(const char *spec, int n) {
   free(text);
 }
 
+/* The sampler's reordered innermost tiles: a conv that vectorizes its output channels reaches a
+ * register tile whose stores are strided (CWM_STORES); those kernels compute the right result. */
+static void test_strided_tiles(const char *spec, int n) {
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
+  if (!w) { CHECKF(w != NULL, "%s: %s", spec, e.msg); return; }
+  cwm_measure_opts mo;
+  cwm_measure_opts_default(&mo);
+  mo.repeats = 1;
+  mo.min_repeat_ms = 0;
+  mo.cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared -Wall -Wextra -Wno-maybe-uninitialized -Werror";
+  cwm_task *t = cwm_task_new(w, &mo, &e);
+  if (!t) { CHECKF(t != NULL, "%s", e.msg); cwm_workload_free(w); return; }
+  cwm_space_opts so;
+  cwm_space_opts_default(&so);
+  cwm_rng r;
+  cwm_rng_seed(&r, 21);
+  cwm_state **c = NULL, *pick[8];
+  int nc = 0, np = 0, reordered = 0;
+  CHECK(cwm_sample_initial(cwm_task_dag(t), &so, &r, n, &c, &nc, &e) == 0);
+  for (int i = 0; i < nc; i++) {
+    cwm_kernel k;
+    if (cwm_codegen(c[i], NULL, &k, &e)) continue;
+    if (strstr(k.body, "CWM_STORES(&") && np < 8) pick[np++] = c[i];
+    cwm_kernel_free(&k);
+    for (int j = 0; j < c[i]->nsteps; j++) reordered += c[i]->steps[j].kind == CWM_S_RE;
+  }
+  fprintf(stderr, "%s: %d sampled, %d RE steps (sketch and annotation), %d strided register tiles measured\n", spec, nc, reordered, np);
+  CHECKF(np > 0, "%s: no sampled candidate reaches a strided register tile", spec);
+  cwm_record recs[8];
+  memset(recs, 0, sizeof recs);
+  CHECKF(np == 0 || cwm_task_measure(t, pick, np, recs, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < np; i++) {
+    CHECKF(recs[i].error == 0, "%s: strided tile %d: %s: %s", spec, i, cwm_merr_name(recs[i].error), recs[i].msg);
+    cwm_record_free(&recs[i]);
+  }
+  cwm_states_free(c, nc);
+  cwm_task_free(t);
+  cwm_workload_free(w);
+}
+
 int main(void) {
   test_text();
   test_runner();
   test_print_and_stores();
   test_export();
   test_sampler_tiles("dense M=128 N=768 K=768 bias=1 act=none", 300);
+  test_strided_tiles("conv2d C=5 H=9 W=11 K=16 R=3 S=3 stride=2 pad=1 bias=1 act=relu", 300);
   int count = getenv("CWM_LAYOUT_COUNT") ? atoi(getenv("CWM_LAYOUT_COUNT")) : 8;
   static const char *dense_extra[] = {
       DENSE_FUSED(7, "1,2,2", 24, "1,1,5", 19, "4"),  /* uneven j and k: padded layout */

@@ -12,13 +12,15 @@ int cwm_sketches(const cwm_dag *d, cwm_state ***out, int *n, cwm_err *err);
 void cwm_states_free(cwm_state **s, int n);
 
 /* cores: sets the parallel degree sought (16 * cores); max_innermost: largest innermost split
- * factor; max_vectorize: largest fused extent that is vectorized. */
+ * factor; max_vectorize: largest fused extent that is vectorized; vectorize_reorder: a tiled
+ * stage may vectorize another loop of its innermost tile level, moved innermost (annotate.c). */
 typedef struct {
   int cores;
   int max_innermost;
   int max_vectorize;
+  int vectorize_reorder;
 } cwm_space_opts;
-void cwm_space_opts_default(cwm_space_opts *o); /* 2, 64, 16 */
+void cwm_space_opts_default(cwm_space_opts *o); /* 2, 64, 16, 1 */
 
 /* Random annotation of a sketch (InitFillTileSize, InitChangeComputeLocation, InitParallel,
  * InitUnroll, InitVectorization), returning a complete valid state, or an error when this draw

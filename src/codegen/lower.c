@@ -1307,7 +1307,8 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
       if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p &&
           c->s->stages[q].attach_node == st->iters[j])
         return 0;
-  /* store target must be contiguous in the vector leaf */
+  /* the store target's stride along the vector leaf */
+  long sst = 1;
   lin_t tidx[CWM_MAX_DIMS];
   for (int d = 0; d < st->nout; d++) {
     int node = st->out_node[d];
@@ -1334,7 +1335,8 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
         }
       stride *= c->L[q].local ? c->L[q].dims[d] : top->shape[d];
     }
-    if (stv != 1) return 0;
+    if (stv < 1) return 0;
+    sst = stv; /* > 1: the vector leaf is not the store's last axis (a strided load and store) */
   }
   /* try the body for the first tile element to see that it vectorizes */
   char *env[CWM_MAX_DIMS * 2];
@@ -1382,7 +1384,8 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
     c->cse = NULL;
     for (int r = 0; r < nroot; r++) free(env[r]);
     snprintf(acc[t], sizeof acc[t], "acc%ld", t);
-    line(c, depth + 1, "cwm_v8f %s = CWM_LOADU(&%s);", acc[t], tgt[t].s);
+    if (sst == 1) line(c, depth + 1, "cwm_v8f %s = CWM_LOADU(&%s);", acc[t], tgt[t].s);
+    else line(c, depth + 1, "cwm_v8f %s = CWM_LOADS(&%s, %ld);", acc[t], tgt[t].s, sst);
   }
   c->nov = 0;
   int rpar[CWM_MAX_ITERS], rd = depth + 1;
@@ -1395,7 +1398,8 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   for (long t = 0; t < nacc; t++) line(c, rd, "%s += %s;", acc[t], upd[t].s);
   for (int j = first - 1; j >= pos; j--) close_loop(c, --rd, rpar[j]);
   for (long t = 0; t < nacc; t++) {
-    line(c, depth + 1, "CWM_STOREU(&%s, %s);", tgt[t].s, acc[t]);
+    if (sst == 1) line(c, depth + 1, "CWM_STOREU(&%s, %s);", tgt[t].s, acc[t]);
+    else line(c, depth + 1, "CWM_STORES(&%s, %ld, %s);", tgt[t].s, sst, acc[t]);
     cwm_buf_free(&tgt[t]);
     cwm_buf_free(&upd[t]);
   }
@@ -2021,6 +2025,11 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
                      "typedef float cwm_v8fu __attribute__((vector_size(32), aligned(4), may_alias));\n"
                      "#define CWM_LOADU(p) (*(const cwm_v8fu *)(p))\n"
                      "#define CWM_STOREU(p, v) (*(cwm_v8fu *)(p) = (v))\n"
+                     "/* a vector whose lanes lie s floats apart (the accumulators of a strided tile) */\n"
+                     "#define CWM_LOADS(p, s) ((cwm_v8f){(p)[0], (p)[(s)], (p)[2 * (s)], (p)[3 * (s)], \\\n"
+                     "                                   (p)[4 * (s)], (p)[5 * (s)], (p)[6 * (s)], (p)[7 * (s)]})\n"
+                     "#define CWM_STORES(p, s, v) do { float *q_ = (p); cwm_v8f v_ = (v); \\\n"
+                     "  for (int l_ = 0; l_ < 8; l_++) q_[l_ * (s)] = v_[l_]; } while (0)\n"
                      "/* keeps a loaded vector in a register: one load reused by every FMA */\n"
                      "#if defined(__x86_64__) && defined(__GNUC__)\n#define CWM_INREG(v) __asm__(\"\" : \"+x\"(v))\n"
                      "#else\n#define CWM_INREG(v) ((void)0)\n#endif\n#endif\n");

@@ -220,12 +220,36 @@ static int init_unroll(cwm_state *s, cwm_rng *r, cwm_err *err) {
   return 0;
 }
 
+/* Beyond Ansor: in a tiled stage, one time in three, a spatial loop of the innermost tile level
+ * other than the last (extent > 1) is moved innermost, so that it is the one vectorized. A
+ * convolution in NCHW then vectorizes its output channels (the weight rewritten contiguous, the
+ * input broadcast, the register tile storing with a stride) where its last axis is short (7, 14)
+ * or read with a stride (stride 2). */
+static int vectorize_reorder(cwm_state *s, int p, cwm_rng *r, cwm_err *err) {
+  const cwm_stage *sg = &s->stages[p];
+  int cand[CWM_MAX_ITERS], nc = 0;
+  for (int it = sg->niters - 1; it >= 0; it--) {
+    const cwm_node *nd = &sg->nodes[sg->iters[it]];
+    if (nd->kind != CWM_IT_SPATIAL || nd->ann != CWM_ANN_NONE || cwm_attached_count(s, p, it)) break;
+    if (it < sg->niters - 1 && nd->extent > 1) cand[nc++] = it;
+  }
+  if (!nc || cwm_rng_int(r, 3)) return 0;
+  int mv = cand[cwm_rng_int(r, nc)];
+  cwm_step re = step_of(CWM_S_RE, p);
+  for (int i = 0; i < sg->niters; i++)
+    if (i != mv) re.v[re.n++] = i;
+  re.v[re.n++] = mv;
+  return cwm_state_apply(s, &re, err) ? (err ? err->code : CWM_ESTEP) : 0;
+}
+
 /* InitVectorization: count the fusable spatial loops from the innermost outwards (product
  * <= max_vectorize; only one if the stage is tiled, as its inner two loops are not contiguous),
  * then fuse a random number of them and vectorize. */
 static int init_vectorize(cwm_state *s, const cwm_space_opts *o, cwm_rng *r, cwm_err *err) {
   for (int p = 0; p < s->nstages; p++) {
     if (!usable(s, p)) continue;
+    if (cwm_stage_is_tiled(s, p) && o->vectorize_reorder && vectorize_reorder(s, p, r, err))
+      return err ? err->code : CWM_ESTEP;
     const cwm_stage *sg = &s->stages[p];
     int tiled = cwm_stage_is_tiled(s, p), num = 0;
     long prod = 1;

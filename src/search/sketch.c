@@ -544,4 +544,5 @@ void cwm_space_opts_default(cwm_space_opts *o) {
   o->cores = 2;
   o->max_innermost = 64;
   o->max_vectorize = 16;
+  o->vectorize_reorder = 1;
 }
