@@ -61,6 +61,12 @@ static int memory_bound(const char *op) {
   return !strcmp(op, "softmax") || !strcmp(op, "layernorm") || !strcmp(op, "dwconv2d");
 }
 
+/* A figure, or "-" where it is missing (an anchor not run, --no-torch, a failed tuning). */
+static void ratio_text(double v, const char *fmt, char *out, size_t n) {
+  if (v > 0) snprintf(out, n, fmt, v);
+  else snprintf(out, n, "%s", "-");
+}
+
 int main(int argc, char **argv) {
   const char *models = "ansor", *ids = NULL, *logdir = "bench-logs", *pretrained = NULL, *suite = NULL;
   int trials = 64, threads = 1, torch = 1;
@@ -168,11 +174,15 @@ int main(int argc, char **argv) {
     }
     double dn = anchor_seconds(A_DNNL, suite, id, spec, threads);
     double th = torch ? anchor_seconds(A_TORCH, suite, id, spec, threads) : -1;
-    printf("%-13s %-9s %10.1f %9.1f %9.3f\n", id, op, dn * 1e6, th * 1e6, flops * 1e-9);
+    char ths[32], rds[32], rts[32];
+    ratio_text(th * 1e6, "%9.1f", ths, sizeof ths);
+    printf("%-13s %-9s %10.1f %9s %9.3f\n", id, op, dn * 1e6, ths, flops * 1e-9);
     for (int k = 0; k < nm; k++) {
       double rd = best[k] > 0 && dn > 0 ? dn / best[k] : 0, rt = best[k] > 0 && th > 0 ? th / best[k] : 0;
-      printf("    %-8s best %10.1f us %8.2f GFLOP/s  vs oneDNN %5.2f  vs torch %5.2f  tuning %6.0f s\n", mlist[k],
-             best[k] * 1e6, best[k] > 0 ? flops / best[k] * 1e-9 : 0, rd, rt, tsec[k]);
+      ratio_text(rd, "%5.2f", rds, sizeof rds);
+      ratio_text(rt, "%5.2f", rts, sizeof rts);
+      printf("    %-8s best %10.1f us %8.2f GFLOP/s  vs oneDNN %s  vs torch %s  tuning %6.0f s\n", mlist[k],
+             best[k] * 1e6, best[k] > 0 ? flops / best[k] * 1e-9 : 0, rds, rts, tsec[k]);
       int mb = memory_bound(op);
       if (rd > 0) {
         if (mb) lg_m[k] += log(rd), worst_m[k] = rd < worst_m[k] ? rd : worst_m[k];
@@ -189,11 +199,17 @@ int main(int argc, char **argv) {
     cwm_workload_free(w);
   }
   printf("\ngeometric means of (anchor latency / our latency):\n");
-  for (int k = 0; k < nm; k++)
-    printf("  %-8s compute-bound: vs oneDNN %.3f (worst %.3f), vs torch %.3f | memory-bound: vs oneDNN %.3f (worst "
-           "%.3f), vs torch %.3f\n",
-           mlist[k], n_c ? exp(lg_c[k] / n_c) : 0, worst_c[k] < 1e29 ? worst_c[k] : 0, nt_c ? exp(lt_c[k] / nt_c) : 0,
-           n_m ? exp(lg_m[k] / n_m) : 0, worst_m[k] < 1e29 ? worst_m[k] : 0, nt_m ? exp(lt_m[k] / nt_m) : 0);
+  for (int k = 0; k < nm; k++) {
+    char v[6][32];
+    ratio_text(n_c ? exp(lg_c[k] / n_c) : 0, "%.3f", v[0], 32);
+    ratio_text(worst_c[k] < 1e29 ? worst_c[k] : 0, "%.3f", v[1], 32);
+    ratio_text(nt_c ? exp(lt_c[k] / nt_c) : 0, "%.3f", v[2], 32);
+    ratio_text(n_m ? exp(lg_m[k] / n_m) : 0, "%.3f", v[3], 32);
+    ratio_text(worst_m[k] < 1e29 ? worst_m[k] : 0, "%.3f", v[4], 32);
+    ratio_text(nt_m ? exp(lt_m[k] / nt_m) : 0, "%.3f", v[5], 32);
+    printf("  %-8s compute-bound: vs oneDNN %s (worst %s), vs torch %s | memory-bound: vs oneDNN %s (worst %s), "
+           "vs torch %s\n", mlist[k], v[0], v[1], v[2], v[3], v[4], v[5]);
+  }
   free(text);
   return 0;
 }

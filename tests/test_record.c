@@ -306,7 +306,7 @@ static void test_record_json(void) {
   CHECK(strncmp(line, "{\"i\":[[\"0123456789abcdef\",\"c -keys=cpu", 38) == 0);
   CHECK(strstr(line, ",[16,32,64,0,0,0,0,0],\"\",0,[]],[[],[[\"CHW\",2,\"local\"],") != NULL);
   CHECK(strstr(line, "\"r\":[[0.000125,0.333333333,0.000123456789],0,1.5,1700000000],\"v\":\"v0.6\","
-                     "\"cwm\":{\"version\":\"0.1.0\",\"name\":\"matmul_0\",\"workload\":") != NULL);
+                     "\"cwm\":{\"version\":\"" CWM_VERSION "\",\"name\":\"matmul_0\",\"workload\":") != NULL);
   cwm_err err = {0};
   CHECKF(cwm_record_parse(line, &q, &err) == CWM_OK, "%s", err.msg);
   CHECK(strcmp(q.key, r.key) == 0 && strcmp(q.name, r.name) == 0);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdarg.h>
 
-#define CWM_VERSION "0.1.0"
+#define CWM_VERSION "0.2.0"
 
 /* Error kinds double as the command line's exit codes (documented in `cwm --help`). */
 typedef enum {
