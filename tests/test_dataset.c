@@ -355,6 +355,28 @@ static void test_generator(void) {
       CHECKF(ok && eq, "%s: spec %s maps back to %s", sh[i].id, sh[i].spec, ok ? spec : e.msg);
       cwm_workload_free(w);
     }
+    /* data/heldout_workloads.tsv: exactly the rows whose key is held out at fraction 0.15, in order */
+    char held[512];
+    source_path(held, sizeof held, "data/heldout_workloads.tsv");
+    cwm_wl_entry *hw;
+    int nhw, k = 0;
+    if (cwm_wlist_read(held, &hw, &nhw, &e)) {
+      CHECKF(0, "%s", e.msg);
+    } else {
+      for (int i = 0; i < nsh; i++) {
+        cwm_workload *w = cwm_wl_entry_workload(&sh[i], &e);
+        cwm_dag *d = w ? cwm_dag_new(w, &e) : NULL;
+        if (d && cwm_split_part(cwm_dag_key(d), 0.15) == CWM_SPLIT_VALID) {
+          CHECKF(k < nhw && !strcmp(hw[k].id, sh[i].id) && !strcmp(hw[k].spec, sh[i].spec),
+                 "held-out row %d should be %s", k, sh[i].id);
+          k++;
+        }
+        cwm_dag_free(d);
+        cwm_workload_free(w);
+      }
+      CHECKF(k == nhw && nhw == 22, "%d held-out rows listed, %d held out", nhw, k);
+      free(hw);
+    }
     free(a);
     free(sh);
   }

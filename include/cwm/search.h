@@ -34,6 +34,9 @@ typedef struct {
   double mutation_prob;    /* 0.85 */
   double eps_greedy;       /* 0.05 */
   int init_min_population; /* 50 */
+  int init_population;     /* random samples that start a round's evolution; 0 = population (as
+                              Ansor: one batch of `population` annotations, the distinct valid
+                              ones kept, at least init_min_population) */
   int resume_whole;        /* resumed records all count as done, none waits for its round to be
                               searched again (data collection: only the count matters) */
   uint64_t seed;

@@ -295,7 +295,9 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
   int ninit = 0;
   /* each round's stream from (seed, round): a resumed run repeats the interrupted round */
   cwm_rng_seed(&t->rng, o->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(t->round + 1)));
-  int rc = cwm_sample_initial(d, &o->space, &t->rng, o->init_min_population, &init, &ninit, err);
+  int nwant = o->init_population > 0 ? o->init_population : o->population;
+  if (nwant < o->init_min_population) nwant = o->init_min_population;
+  int rc = cwm_sample_initial(d, &o->space, &t->rng, nwant, &init, &ninit, err);
   if (rc) return rc;
   /* population: the random samples plus the best measured programs (not for a model that
    * ignores measurements: seeding by measured time would make the picks depend on timings) */
