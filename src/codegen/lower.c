@@ -1754,16 +1754,12 @@ static void layout_text(const cwm_state *s, const rewrite_t *rw, const cwm_op *i
   cwm_buf_free(&b);
 }
 
-/* void <fn>(const float *restrict W, float *restrict W_packed): fills the new layout in order. */
-static void emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *fn, cwm_buf *o) {
-  char nm[128], names[RW_MAX_DIMS][96];
-  sanitize(in->name, nm, sizeof nm);
-  cwm_buf_printf(o, "void %s(const float *restrict %s, float *restrict %s_packed) {\n  long o = 0;\n", fn, nm, nm);
-  for (int d = 0; d < rw->ndim; d++) {
-    snprintf(names[d], sizeof names[d], "d%d", d);
-    cwm_buf_indent(o, d + 1);
-    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
-  }
+/* The innermost statement of a conversion into rw's layout, inside loops d0..d(ndim-1) that walk
+ * the new layout in order with a running offset o: nm_packed[o++] = nm[original index], 0 where
+ * the new layout pads. */
+static void emit_pack_store(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *nm, cwm_buf *o) {
+  char names[RW_MAX_DIMS][96];
+  for (int d = 0; d < rw->ndim; d++) snprintf(names[d], sizeof names[d], "d%d", d);
   cwm_buf cond, idx;
   cwm_buf_init(&cond);
   cwm_buf_init(&idx);
@@ -1785,15 +1781,28 @@ static void emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const cha
     cwm_buf_printf(o, "%s_packed[o++] = %s ? %s[%s] : 0.0f;\n", nm, cond.s, nm, idx.len ? idx.s : "0");
   else
     cwm_buf_printf(o, "%s_packed[o++] = %s[%s];\n", nm, nm, idx.len ? idx.s : "0");
-  cwm_buf_puts(o, "}\n");
   cwm_buf_free(&cond);
   cwm_buf_free(&idx);
 }
 
+/* void <fn>(const float *restrict W, float *restrict W_packed): fills the new layout in order. */
+static void emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *fn, cwm_buf *o) {
+  char nm[128];
+  sanitize(in->name, nm, sizeof nm);
+  cwm_buf_printf(o, "void %s(const float *restrict %s, float *restrict %s_packed) {\n  long o = 0;\n", fn, nm, nm);
+  for (int d = 0; d < rw->ndim; d++) {
+    cwm_buf_indent(o, d + 1);
+    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
+  }
+  emit_pack_store(c, rw, in, nm, o);
+  cwm_buf_puts(o, "}\n");
+}
+
 /* A runtime pack at the top of the kernel body: X_packed allocated and filled from X in the
- * layout the reading stage walks, the outermost dim split among the threads. */
+ * layout the reading stage walks, the outermost dim split among the threads (each thread's
+ * running offset starts at its d0's place). */
 static void emit_runtime_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, cwm_buf *o) {
-  char nm[128], names[RW_MAX_DIMS][96];
+  char nm[128];
   sanitize(in->name, nm, sizeof nm);
   cwm_buf_printf(o, "  /* %s, read with a stride by a vectorized loop, copied into the layout the loops walk */\n", nm);
   cwm_buf_printf(o, "  float *restrict %s_packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
@@ -1801,36 +1810,12 @@ static void emit_runtime_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, c
   if (rw->ndim > 1 && rw->extent[0] > 1) cwm_buf_puts(o, "  #pragma omp parallel for\n");
   cwm_buf_printf(o, "  for (long d0 = 0; d0 < %ld; ++d0) {\n    long o = d0 * %ldL;\n", rw->ndim ? rw->extent[0] : 1,
                  rw->ndim ? rw->stride[0] : 1);
-  snprintf(names[0], sizeof names[0], "d0");
   for (int d = 1; d < rw->ndim; d++) {
-    snprintf(names[d], sizeof names[d], "d%d", d);
     cwm_buf_indent(o, d + 1);
     cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
   }
-  cwm_buf cond, idx;
-  cwm_buf_init(&cond);
-  cwm_buf_init(&idx);
-  for (int d = 0; d < in->ndim; d++) {
-    long st = 1;
-    for (int e = d + 1; e < in->ndim; e++) st *= in->shape[e];
-    cwm_buf v;
-    cwm_buf_init(&v);
-    original_index(c->s, rw, in, d, names, &v, &cond);
-    if (strcmp(v.s, "0")) {
-      if (idx.len) cwm_buf_puts(&idx, " + ");
-      if (st != 1) cwm_buf_printf(&idx, "(%s)*%ld", v.s, st);
-      else cwm_buf_puts(&idx, v.s);
-    }
-    cwm_buf_free(&v);
-  }
-  cwm_buf_indent(o, rw->ndim + 1);
-  if (cond.len)
-    cwm_buf_printf(o, "%s_packed[o++] = %s ? %s[%s] : 0.0f;\n", nm, cond.s, nm, idx.len ? idx.s : "0");
-  else
-    cwm_buf_printf(o, "%s_packed[o++] = %s[%s];\n", nm, nm, idx.len ? idx.s : "0");
+  emit_pack_store(c, rw, in, nm, o);
   cwm_buf_puts(o, "  }\n");
-  cwm_buf_free(&cond);
-  cwm_buf_free(&idx);
 }
 
 char *cwm_state_print(const cwm_state *s) {
