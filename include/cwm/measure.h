@@ -106,5 +106,8 @@ int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **s
 const char *cwm_measure_cache_dir(const cwm_measure_opts *o);
 /* Compiler processes this process has started so far (tests use it to tell a cache hit). */
 long cwm_measure_compiler_runs(void);
+/* Wall seconds this process has spent in cwm_measure building (compilers) and running (timing
+ * children) so far; either pointer may be NULL. */
+void cwm_measure_seconds(double *build_s, double *run_s);
 
 #endif

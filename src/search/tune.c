@@ -570,10 +570,14 @@ int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_t
     }
     done_trials += nm;
     round++;
-    double el = cwm_now() - t0, per = (cwm_now() - rs) / nm;
-    note(t, "round %d: %d/%d trials, best %.2f us (%.2f GFLOP/s), %d errors, %.0f s elapsed, ETA %.0f s", round,
-         done_trials, o->trials, t->best_cost < 1e9 ? t->best_cost * 1e6 : 0.0,
-         t->best_cost < 1e9 ? flops / t->best_cost * 1e-9 : 0.0, t->st.errors, el, per * (o->trials - done_trials));
+    double el = cwm_now() - t0, per = (cwm_now() - rs) / nm, bs, ms;
+    cwm_measure_seconds(&bs, &ms);
+    note(t,
+         "round %d: %d/%d trials, best %.2f us (%.2f GFLOP/s), %d errors, %.0f s elapsed (build %.0f, run %.0f), "
+         "ETA %.0f s",
+         round, done_trials, o->trials, t->best_cost < 1e9 ? t->best_cost * 1e6 : 0.0,
+         t->best_cost < 1e9 ? flops / t->best_cost * 1e-9 : 0.0, t->st.errors, el, bs, ms,
+         per * (o->trials - done_trials));
   }
   cwm_tuner_result(t, res);
   res->seconds = cwm_now() - t0;
