@@ -741,4 +741,49 @@ static double anchor_torch_seconds(const char *suite_path, const char *id, int t
 #endif
 
 #endif /* CWM_HAVE_DNNL */
+
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* An anchor measured in a child process, because neither libgomp (which oneDNN loads) nor python
+ * may live in a process that forks the runner: torch = 0 times oneDNN on the op spec, 1 PyTorch on
+ * the suite row id. Seconds per call, negative when unavailable (the reason on stderr). */
+static inline double anchor_seconds_child(int torch, const char *suite, const char *id, const char *spec, int threads) {
+#ifdef CWM_HAVE_DNNL
+  int fd[2];
+  if (pipe(fd)) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fd[0]);
+    close(fd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    char err[256] = "";
+    double s = -1;
+    anchor_op op;
+    if (!torch) {
+      if (anchor_parse_spec(spec, &op) == 0) s = anchor_dnnl_seconds(&op, threads, err, sizeof err);
+      else snprintf(err, sizeof err, "cannot read the spec '%s'", spec);
+    } else {
+      s = anchor_torch_seconds(suite, id, threads, err, sizeof err);
+    }
+    if (s < 0) fprintf(stderr, "%s %s: %s\n", torch ? "PyTorch" : "oneDNN", id, err);
+    if (write(fd[1], &s, sizeof s) != sizeof s) _exit(1);
+    _exit(0);
+  }
+  close(fd[1]);
+  double s = -1;
+  if (read(fd[0], &s, sizeof s) != sizeof s) s = -1;
+  close(fd[0]);
+  waitpid(pid, NULL, 0);
+  return s;
+#else
+  (void)torch, (void)suite, (void)id, (void)spec, (void)threads;
+  return -1;
+#endif
+}
 #endif /* CWM_BENCH_ANCHORS_H */

@@ -11,38 +11,8 @@
 #include <unistd.h>
 
 #include "cwm/search.h"
-#ifdef CWM_HAVE_DNNL
 #include "anchors.h"
-#endif
 
-/* oneDNN runs in a child: libgomp must not be initialised in the process that forks the runner. */
-static double dnnl_seconds(const char *spec, int threads) {
-#ifdef CWM_HAVE_DNNL
-  int fd[2];
-  if (pipe(fd)) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    anchor_op op;
-    char err[256] = "";
-    double s = -1;
-    if (anchor_parse_spec(spec, &op) == 0) s = anchor_dnnl_seconds(&op, threads, err, sizeof err);
-    if (s < 0) fprintf(stderr, "oneDNN: %s\n", err);
-    if (write(fd[1], &s, sizeof s) != sizeof s) _exit(1);
-    _exit(0);
-  }
-  close(fd[1]);
-  double s = -1;
-  if (read(fd[0], &s, sizeof s) != sizeof s) s = -1;
-  close(fd[0]);
-  waitpid(pid, NULL, 0);
-  return s;
-#else
-  (void)spec;
-  (void)threads;
-  return -1;
-#endif
-}
 
 static int speed(const char *id, int threads) {
   cwm_err e = {0};
@@ -78,7 +48,7 @@ static int speed(const char *id, int threads) {
   double flops = cwm_task_flops(t);
   double naive = rec[0].error ? -1 : cwm_record_cost(&rec[0]);
   double hand = rec[1].error ? -1 : cwm_record_cost(&rec[1]);
-  double dnnl = dnnl_seconds(spec, threads);
+  double dnnl = anchor_seconds_child(0, NULL, "", spec, threads);
   printf("%-12s %7d %12.2f %12.2f %12.2f %14.2f\n", id, threads, naive > 0 ? flops / naive * 1e-9 : 0,
          hand > 0 ? flops / hand * 1e-9 : 0, dnnl > 0 ? flops / dnnl * 1e-9 : 0,
          hand > 0 && dnnl > 0 ? dnnl / hand : 0);

@@ -16,44 +16,7 @@
 #include "cwm/costmodel.h"
 #include "cwm/search.h"
 #include "cwm/world.h"
-#ifdef CWM_HAVE_DNNL
 #include "anchors.h"
-#endif
-
-typedef enum { A_DNNL, A_TORCH } anchor_kind_t;
-
-/* Anchors run in a child: neither libgomp (oneDNN) nor python may live in the process that forks
- * the runner. */
-static double anchor_seconds(anchor_kind_t k, const char *suite, const char *id, const char *spec, int threads) {
-#ifdef CWM_HAVE_DNNL
-  int fd[2];
-  if (pipe(fd)) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    char err[256] = "";
-    double s = -1;
-    anchor_op op;
-    if (k == A_DNNL) {
-      if (anchor_parse_spec(spec, &op) == 0) s = anchor_dnnl_seconds(&op, threads, err, sizeof err);
-    } else {
-      s = anchor_torch_seconds(suite, id, threads, err, sizeof err);
-    }
-    if (s < 0) fprintf(stderr, "%s %s: %s\n", k == A_DNNL ? "oneDNN" : "PyTorch", id, err);
-    if (write(fd[1], &s, sizeof s) != sizeof s) _exit(1);
-    _exit(0);
-  }
-  close(fd[1]);
-  double s = -1;
-  if (read(fd[0], &s, sizeof s) != sizeof s) s = -1;
-  close(fd[0]);
-  waitpid(pid, NULL, 0);
-  return s;
-#else
-  (void)k, (void)suite, (void)id, (void)spec, (void)threads;
-  return -1;
-#endif
-}
 
 static void progress(void *ud, const char *line) { fprintf(stderr, "  [%s] %s\n", (const char *)ud, line); }
 
@@ -172,8 +135,8 @@ int main(int argc, char **argv) {
       cwm_costmodel_free(m);
       cwm_task_free(t);
     }
-    double dn = anchor_seconds(A_DNNL, suite, id, spec, threads);
-    double th = torch ? anchor_seconds(A_TORCH, suite, id, spec, threads) : -1;
+    double dn = anchor_seconds_child(0, suite, id, spec, threads);
+    double th = torch ? anchor_seconds_child(1, suite, id, spec, threads) : -1;
     char ths[32], rds[32], rts[32];
     ratio_text(th * 1e6, "%9.1f", ths, sizeof ths);
     printf("%-13s %-9s %10.1f %9s %9.3f\n", id, op, dn * 1e6, ths, flops * 1e-9);

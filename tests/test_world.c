@@ -4,6 +4,7 @@
  * with CWM_EMODEL, the cost model "world" tunes a small workload, and the offline evaluation
  * runs. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +199,112 @@ static void tune_small(cwm_world *w, const char *spec, int trials, uint64_t seed
   cwm_costmodel_free(m);
 }
 
+/* States of n sampled candidates of spec (owned by the caller, with *dag). */
+static cwm_state **sample_states(const char *spec, int want, int *n, cwm_dag **dag) {
+  cwm_err e = {0};
+  cwm_workload *wl = cwm_workload_from_spec(spec, NULL, &e);
+  *dag = wl ? cwm_dag_new(wl, &e) : NULL;
+  cwm_workload_free(wl);
+  *n = 0;
+  if (!*dag) return NULL;
+  cwm_space_opts so;
+  cwm_space_opts_default(&so);
+  cwm_traj *t = NULL;
+  int nt = 0;
+  if (cwm_traj_sample(*dag, &so, 7, want, &t, &nt, &e)) return NULL;
+  cwm_state **s = calloc((size_t)(nt ? nt : 1), sizeof *s);
+  for (int i = 0; i < nt; i++)
+    if (cwm_state_replay(*dag, t[i].steps, t[i].nsteps, &s[*n], NULL, &e) == 0) (*n)++;
+  cwm_trajs_free(t, nt);
+  return s;
+}
+
+/* The ablations the search runs (cwm train ranker --mode): the mode survives the model file, the
+ * cost model scores by the mode's rows, and the rows differ from the rollout's. */
+static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
+  cwm_err e = {0};
+  int n = 0;
+  cwm_dag *d = NULL;
+  cwm_state **s = sample_states(spec, 10, &n, &d);
+  CHECK(n >= 4);
+  int nf = cwm_world_nfeat(w);
+  const cwm_step **st = calloc((size_t)n, sizeof *st);
+  int *ns = calloc((size_t)n, sizeof *ns);
+  for (int i = 0; i < n; i++) st[i] = s[i]->steps, ns[i] = s[i]->nsteps;
+  float *roll = calloc((size_t)n * nf, sizeof(float)), *rows = calloc((size_t)n * nf, sizeof(float)),
+        *mine = calloc((size_t)n * nf, sizeof(float));
+  CHECK(cwm_world_record_rows(w, d, st, ns, n, 0, roll, &e) == 0);
+  int modes[2] = {CWM_MODE_NO_TRANSITION, CWM_MODE_STATIC};
+  for (int k = 0; k < 2; k++) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/ablation%d.cwm", dir, k);
+    cwm_world_set_mode(w, modes[k]);
+    CHECK(cwm_world_mode(w) == modes[k]);
+    CHECKF(cwm_world_train_ranker(w, to, &e) == 0, "%s", e.msg);
+    CHECKF(cwm_world_save(w, path, &e) == 0, "%s", e.msg);
+    cwm_world *a = cwm_world_load(path, &e);
+    CHECKF(a != NULL, "%s", e.msg);
+    if (!a) continue;
+    CHECKF(cwm_world_mode(a) == modes[k], "mode %d read back as %d", modes[k], cwm_world_mode(a));
+    /* mode 0 means the model's own mode: the same rows as asking for that mode */
+    CHECK(cwm_world_record_rows(a, d, st, ns, n, 0, mine, &e) == 0);
+    CHECK(cwm_world_record_rows(a, d, st, ns, n, modes[k], rows, &e) == 0);
+    CHECK(memcmp(mine, rows, sizeof(float) * (size_t)n * nf) == 0);
+    CHECK(memcmp(mine, roll, sizeof(float) * (size_t)nf) != 0);
+    /* the search's scores are the ranker's on those rows */
+    double *p1 = calloc((size_t)n, sizeof(double)), *p2 = calloc((size_t)n, sizeof(double));
+    CHECK(cwm_ranker_predict(cwm_world_ranker(a), rows, n, nf, p1, &e) == 0);
+    cwm_costmodel *cm = cwm_costmodel_world(a, &e);
+    CHECKF(cm != NULL, "%s", e.msg);
+    if (cm) {
+      CHECKF(cwm_costmodel_predict(cm, s, n, p2, &e) == 0, "%s", e.msg);
+      for (int i = 0; i < n; i++) CHECKF(fabs(p1[i] - p2[i]) < 1e-5, "mode %d candidate %d: %g vs %g", modes[k], i, p1[i], p2[i]);
+      cwm_costmodel_free(cm);
+    }
+    free(p1);
+    free(p2);
+  }
+  cwm_world_set_mode(w, CWM_MODE_ROLLOUT);
+  CHECK(cwm_world_mode_parse("static") == CWM_MODE_STATIC && cwm_world_mode_parse("bogus") < 0);
+  free(roll);
+  free(rows);
+  free(mine);
+  free(st);
+  free(ns);
+  for (int i = 0; i < n; i++) cwm_state_free(s[i]);
+  free(s);
+  cwm_dag_free(d);
+}
+
+/* cwm train ansor: Ansor's model trained on the records' training workloads, saved, and loaded
+ * back as the pre-trained baseline scores candidates of an unseen workload. */
+static void pretrained_ansor(const char *log, double vf, const char *spec) {
+  cwm_err e = {0};
+  char path[160];
+  snprintf(path, sizeof path, "%s/ansor.bin", dir);
+  CHECKF(cwm_ansor_pretrain(log, vf, 1, path, NULL, NULL, &e) == 0, "%s", e.msg);
+  cwm_costmodel *m = cwm_costmodel_ansor(1, path, &e);
+  CHECKF(m != NULL, "%s", e.msg);
+  int n = 0;
+  cwm_dag *d = NULL;
+  cwm_state **s = sample_states(spec, 10, &n, &d);
+  if (m && n >= 4) {
+    double *p = calloc((size_t)n, sizeof(double));
+    CHECKF(cwm_costmodel_predict(m, s, n, p, &e) == 0, "%s", e.msg);
+    int differ = 0;
+    for (int i = 1; i < n; i++) differ |= p[i] != p[0];
+    CHECKF(differ, "the pre-trained model gives every candidate the same score");
+    free(p);
+  }
+  cwm_costmodel_free(m);
+  for (int i = 0; i < n; i++) cwm_state_free(s[i]);
+  free(s);
+  if (d) cwm_dag_free(d);
+  char missing[160];
+  snprintf(missing, sizeof missing, "%s/none.jsonl", dir);
+  CHECK(cwm_ansor_pretrain(missing, vf, 1, path, NULL, NULL, &e) != 0 && e.code == CWM_EIO);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/cwm-test-world-XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -323,6 +430,8 @@ int main(void) {
   CHECKF(erc == 0 || e.code == CWM_EIO, "eval: %s", e.msg);
   if (erc == 0) CHECK(strstr(rep.s, "| world |") && strstr(rep.s, "| ansor"));
   cwm_buf_free(&rep);
+  ablation_modes(w, &to, SPECS[1]);
+  pretrained_ansor(log, vf, SPECS[1]);
   cwm_world_free(w);
 
   /* --model world tunes a small workload */

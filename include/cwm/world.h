@@ -23,6 +23,8 @@
 typedef struct {
   cwm_enc_config enc; /* vocab is set from the vocabulary */
   int no_transition;  /* ablation: the ranker sees z_0 (no rollout) instead of z_T */
+  int static_final;   /* ablation: z_T is E(printed final state), not the rollout (slow: prints
+                       * and encodes every candidate) */
   float margin;       /* rollout margin-ranking gamma, on distances divided by width; 0.1 */
 } cwm_world_config;
 
@@ -46,6 +48,15 @@ cwm_encoder *cwm_world_encoder(cwm_world *w);
 cwm_ranker *cwm_world_ranker(cwm_world *w); /* NULL until a ranker is trained or loaded */
 void cwm_world_set_ranker(cwm_world *w, cwm_ranker *r); /* takes ownership, frees the old one */
 void cwm_world_set_no_transition(cwm_world *w, int on);
+/* Which z_T the ranker sees: CWM_MODE_ROLLOUT (the world model), CWM_MODE_NO_TRANSITION (z_0 and
+ * the action features only) or CWM_MODE_STATIC (the encoding of the real final text). Kept in the
+ * model file; the ranker must be trained in the same mode (cwm train ranker --mode). */
+enum { CWM_MODE_ROLLOUT = 0, CWM_MODE_NO_TRANSITION = 1, CWM_MODE_STATIC = 2 };
+void cwm_world_set_mode(cwm_world *w, int mode);
+int cwm_world_mode(const cwm_world *w);
+/* "rollout", "no-transition" or "static" to a mode; -1 for anything else. */
+int cwm_world_mode_parse(const char *s);
+const char *cwm_world_mode_name(int mode);
 /* Free-form provenance kept in the model file ("trained on ... in ... s"). */
 void cwm_world_set_notes(cwm_world *w, const char *notes);
 const char *cwm_world_notes(const cwm_world *w);
@@ -141,6 +152,12 @@ typedef struct {
  * (trained on the training part of the same records) and random; scoring speed; noise-pair
  * embedding similarity. Appends a Markdown report to out. */
 int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, cwm_err *err);
+
+/* Ansor's cost model trained on the measured records of records (the training part of the split
+ * by workload when vf > 0, everything when vf = 0) and saved to out: the file `cwm tune --model
+ * ansor --pretrained FILE` loads. */
+int cwm_ansor_pretrain(const char *records, double vf, uint64_t seed, const char *out,
+                       void (*progress)(void *, const char *), void *ud, cwm_err *err);
 
 /* ---- the cost model ------------------------------------------------------------------------ */
 

@@ -140,12 +140,15 @@ int cmd_tune(int argc, char **argv) {
     char key[17];
     cwm_workload_key(w, key);
     int ok = res.best_cost < 1e9;
+    double bsec, rsec; /* of this process: this tuning run */
+    cwm_measure_seconds(&bsec, &rsec);
     cwm_buf_printf(&b, "{\"workload\": \"%s\", \"key\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"trials\": %d, "
                        "\"best_us\": %.6g, \"best_gflops\": %.6g, \"tuning_seconds\": %.3f, \"measured\": %d, "
-                       "\"resumed\": %d, \"errors\": %d, \"threads\": %d}\n",
+                       "\"resumed\": %d, \"errors\": %d, \"threads\": %d, \"build_seconds\": %.3f, "
+                       "\"run_seconds\": %.3f}\n",
                    w->name, key, model, (unsigned long long)to.seed, to.trials, ok ? res.best_cost * 1e6 : -1.0,
                    ok ? flops / res.best_cost * 1e-9 : 0.0, res.seconds, res.measured, res.resumed, res.errors,
-                   mo.threads);
+                   mo.threads, bsec, rsec);
     cwm_err e2 = {0};
     if (cwm_write_file_atomic(sum, b.s, b.len, &e2)) rc = rc ? rc : cli_fail(&e2);
     cwm_buf_free(&b);

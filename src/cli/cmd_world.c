@@ -14,7 +14,7 @@ static const char *TRAIN_HELP =
     "                 [--model-file IN] [--epochs E] [--batch B] [--max-traj N] [--lr LR]\n"
     "                 [--width W] [--layers L] [--heads H] [--window T] [--valid-fraction F]\n"
     "                 [--rounds R] [--seed S] [--no-contrastive] [--targets-cache FILE]\n"
-    "                 [--value-gap G] [--weight-decay WD]\n"
+    "                 [--value-gap G] [--weight-decay WD] [--mode rollout|no-transition|static]\n"
     "                 [--quiet]\n"
     "Trains the compiler world model (DESIGN.md): `all` builds the vocabulary from the\n"
     "trajectories of --data (cwm dataset sample), trains the encoder contrastively on noise\n"
@@ -31,8 +31,15 @@ static const char *TRAIN_HELP =
     "show how it generalizes; the weights kept are the average over the second half of the\n"
     "epochs). Pairs closer than --value-gap in log cost (default 0.05) are no pair;\n"
     "--weight-decay (default 0.01) is the transition's AdamW decay.\n"
+    "--mode (ranker, all) sets what the ranker sees and the search scores by: rollout (the\n"
+    "world model, default), no-transition (z_0 and the action features: ablation) or static\n"
+    "(the encoding of each candidate's printed final state: ablation, slow); kept in the file.\n"
     "--targets-cache FILE keeps the transition's encoder targets in FILE.training and\n"
-    "FILE.validation (reused only for the same encoder and trajectories).\n";
+    "FILE.validation (reused only for the same encoder and trajectories).\n"
+    "\n"
+    "cwm train ansor --records LOG --out FILE [--valid-fraction F] [--seed S]: Ansor's cost model\n"
+    "(features + XGBoost) trained on the training part of LOG (every workload when F is 0),\n"
+    "saved for cwm tune --model ansor --pretrained FILE (the pre-trained baseline).\n";
 
 static const char *EVAL_HELP =
     "usage: cwm eval ranking --model-file MODEL --records LOG [--valid-fraction F]\n"
@@ -65,12 +72,31 @@ static void eprogress(void *ud, const char *line) {
   fprintf(stderr, "cwm eval: %s\n", line);
 }
 
+static int train_ansor(int argc, char **argv) {
+  cli_opt o[] = {{"--records", 1, NULL}, {"--out", 1, NULL}, {"--valid-fraction", 1, NULL}, {"--seed", 1, NULL},
+                 {"--quiet", 0, NULL}};
+  int rc = cli_parse(argc, argv, o, NOPT(o), TRAIN_HELP);
+  if (rc) return rc < 0 ? 0 : rc;
+  const char *records = cli_get(o, NOPT(o), "--records"), *out = cli_get(o, NOPT(o), "--out");
+  if (!records || !out) return cli_usage("train", TRAIN_HELP, "train ansor needs --records LOG and --out FILE");
+  const char *vf = cli_get(o, NOPT(o), "--valid-fraction");
+  double f = vf ? atof(vf) : 0.15;
+  if (!(f >= 0 && f < 1)) return cli_usage("train", TRAIN_HELP, "0 <= --valid-fraction < 1");
+  cwm_err e = {0};
+  if (cwm_ansor_pretrain(records, f, (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1), out,
+                         cli_get(o, NOPT(o), "--quiet") ? NULL : progress, NULL, &e))
+    return cli_fail(&e);
+  fprintf(stderr, "cwm train: ansor model written to %s\n", out);
+  return 0;
+}
+
 int cmd_train(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '-') {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) return cli_usage("train", TRAIN_HELP, NULL);
-    return cli_usage("train", TRAIN_HELP, "which part? encoder, transition, ranker or all");
+    return cli_usage("train", TRAIN_HELP, "which part? encoder, transition, ranker, all or ansor");
   }
   const char *part = argv[1];
+  if (!strcmp(part, "ansor")) return train_ansor(argc - 1, argv + 1);
   int all = !strcmp(part, "all"), enc = all || !strcmp(part, "encoder"), tra = all || !strcmp(part, "transition"),
       ran = all || !strcmp(part, "ranker");
   if (!enc && !tra && !ran) return cli_usage("train", TRAIN_HELP, "unknown part '%s'", part);
@@ -80,7 +106,7 @@ int cmd_train(int argc, char **argv) {
                  {"--layers", 1, NULL},     {"--heads", 1, NULL},   {"--window", 1, NULL},
                  {"--valid-fraction", 1, NULL}, {"--rounds", 1, NULL}, {"--seed", 1, NULL},
                  {"--no-contrastive", 0, NULL}, {"--quiet", 0, NULL}, {"--targets-cache", 1, NULL},
-                 {"--value-gap", 1, NULL},   {"--weight-decay", 1, NULL}};
+                 {"--value-gap", 1, NULL},   {"--weight-decay", 1, NULL}, {"--mode", 1, NULL}};
   int rc = cli_parse(argc - 1, argv + 1, o, NOPT(o), TRAIN_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   const char *out = cli_get(o, NOPT(o), "--out"), *data = cli_get(o, NOPT(o), "--data"),
@@ -115,6 +141,10 @@ int cmd_train(int argc, char **argv) {
     return cli_usage("train", TRAIN_HELP, "0 <= --value-gap < 5, 0 <= --weight-decay < 10");
   if (to.epochs < 1 || to.batch < 2 || to.valid_fraction < 0 || to.valid_fraction >= 1 || to.lr <= 0 || to.ranker_rounds < 1)
     return cli_usage("train", TRAIN_HELP, "--epochs >= 1, --batch >= 2, 0 <= --valid-fraction < 1, --lr > 0, --rounds >= 1");
+  const char *ms = cli_get(o, NOPT(o), "--mode");
+  int mode = ms ? cwm_world_mode_parse(ms) : -1;
+  if (ms && mode < 0) return cli_usage("train", TRAIN_HELP, "--mode: rollout, no-transition or static, not '%s'", ms);
+  if (ms && !ran) return cli_usage("train", TRAIN_HELP, "--mode applies to the ranker (train ranker or all)");
   to.stop = &g_stop;
   if (!cli_get(o, NOPT(o), "--quiet")) to.progress = progress;
   signal(SIGINT, on_signal);
@@ -167,9 +197,10 @@ int cmd_train(int argc, char **argv) {
   }
   if (!rc && ran && !g_stop) {
     double t = cwm_now();
+    if (mode >= 0) cwm_world_set_mode(w, mode);
     rc = cwm_world_train_ranker(w, &to, &e);
-    cwm_buf_printf(&notes, "ranker: %s (training workloads, valid fraction %.2f), %d trees: %.0f s\n", records,
-                   to.valid_fraction, to.ranker_rounds, cwm_now() - t);
+    cwm_buf_printf(&notes, "ranker: %s (training workloads, valid fraction %.2f), %d trees, mode %s: %.0f s\n", records,
+                   to.valid_fraction, to.ranker_rounds, cwm_world_mode_name(cwm_world_mode(w)), cwm_now() - t);
     if (!rc) {
       cwm_world_set_notes(w, notes.s);
       rc = cwm_world_save(w, out, &e);

@@ -102,6 +102,57 @@ static int load_part(const char *path, double vf, int part, part_data *p, cwm_er
   return 0;
 }
 
+/* Ansor's cost model trained on every replayed record of a part (one update: one training). */
+static cwm_costmodel *ansor_on_part(const part_data *tr, uint64_t seed, void (*progress)(void *, const char *),
+                                    void *ud, cwm_err *err) {
+  cwm_costmodel *am = cwm_costmodel_ansor(seed, NULL, err);
+  if (!am) return NULL;
+  cwm_state **ts = cwm_xmalloc(sizeof(*ts) * (size_t)(tr->nrows ? tr->nrows : 1));
+  cwm_record *recs = cwm_xcalloc((size_t)(tr->nrows ? tr->nrows : 1), sizeof *recs);
+  int m = 0;
+  for (int i = 0; i < tr->nrows; i++) {
+    if (!tr->st[i]) continue;
+    ts[m] = tr->st[i];
+    cwm_record_init(&recs[m]);
+    memcpy(recs[m].key, tr->t[tr->idx[i]].key, 17);
+    if (cwm_cost_valid(tr->cost[i])) {
+      recs[m].ncosts = 1;
+      recs[m].costs[0] = tr->cost[i];
+    } else {
+      recs[m].error = tr->t[tr->idx[i]].error ? tr->t[tr->idx[i]].error : 1;
+    }
+    m++;
+  }
+  double t0 = cwm_now();
+  int rc = cwm_costmodel_update(am, ts, recs, m, err);
+  cwm_progressf(progress, ud, "ansor trained on %d records of %d workloads in %.1f s", m, tr->ng, cwm_now() - t0);
+  for (int i = 0; i < m; i++) cwm_record_free(&recs[i]);
+  free(recs);
+  free(ts);
+  if (rc) {
+    cwm_costmodel_free(am);
+    return NULL;
+  }
+  return am;
+}
+
+int cwm_ansor_pretrain(const char *records, double vf, uint64_t seed, const char *out,
+                       void (*progress)(void *, const char *), void *ud, cwm_err *err) {
+  part_data tr;
+  int rc = load_part(records, vf, vf > 0 ? CWM_SPLIT_TRAIN : CWM_SPLIT_ALL, &tr, err);
+  if (rc) return rc;
+  if (tr.ng < 1) {
+    part_free(&tr);
+    return cwm_fail(err, CWM_EIO, "%s: no workload with at least 2 valid measured records", records);
+  }
+  cwm_costmodel *am = ansor_on_part(&tr, seed, progress, ud, err);
+  if (!am) rc = err && err->code ? err->code : CWM_EDEP;
+  if (!rc) rc = am->save(am, out, err);
+  cwm_costmodel_free(am);
+  part_free(&tr);
+  return rc;
+}
+
 /* World feature rows of every row of a part in a mode (see cwm_world_record_rows). */
 static int part_rows(cwm_world *w, const part_data *p, int mode, float *rows, cwm_err *err) {
   int nf = cwm_world_nfeat(w);
@@ -257,32 +308,8 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
     have_abl = !rc;
   }
   /* ansor trained on the training part of the same records */
-  cwm_costmodel *am = rc ? NULL : cwm_costmodel_ansor(o->seed, NULL, err);
+  cwm_costmodel *am = rc ? NULL : ansor_on_part(&tr, o->seed, o->progress, o->progress_ud, err);
   if (!rc && !am) rc = err ? err->code : CWM_EDEP;
-  if (!rc) {
-    cwm_state **ts = cwm_xmalloc(sizeof(*ts) * (size_t)(tr.nrows ? tr.nrows : 1));
-    cwm_record *recs = cwm_xcalloc((size_t)(tr.nrows ? tr.nrows : 1), sizeof *recs);
-    int m = 0;
-    for (int i = 0; i < tr.nrows; i++) {
-      if (!tr.st[i]) continue;
-      ts[m] = tr.st[i];
-      cwm_record_init(&recs[m]);
-      memcpy(recs[m].key, tr.t[tr.idx[i]].key, 17);
-      if (cwm_cost_valid(tr.cost[i])) {
-        recs[m].ncosts = 1;
-        recs[m].costs[0] = tr.cost[i];
-      } else {
-        recs[m].error = tr.t[tr.idx[i]].error ? tr.t[tr.idx[i]].error : 1;
-      }
-      m++;
-    }
-    double t0 = cwm_now();
-    rc = cwm_costmodel_update(am, ts, recs, m, err);
-    say(o, "ansor trained on %d records in %.1f s", m, cwm_now() - t0);
-    for (int i = 0; i < m; i++) cwm_record_free(&recs[i]);
-    free(recs);
-    free(ts);
-  }
   double ansor_rate = 0, world_rate = 0, world_warm = 0;
   int nspeed = 0;
   if (!rc) {

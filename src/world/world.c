@@ -74,7 +74,31 @@ void cwm_world_set_ranker(cwm_world *w, cwm_ranker *r) {
   w->ranker = r;
   if (r) cwm_ranker_set_margin_col(r, w->D); /* the trees boost from the value head's score */
 }
-void cwm_world_set_no_transition(cwm_world *w, int on) { w->cfg.no_transition = on; }
+void cwm_world_set_no_transition(cwm_world *w, int on) {
+  w->cfg.no_transition = on;
+  if (on) w->cfg.static_final = 0;
+}
+
+void cwm_world_set_mode(cwm_world *w, int mode) {
+  w->cfg.no_transition = mode == CWM_MODE_NO_TRANSITION;
+  w->cfg.static_final = mode == CWM_MODE_STATIC;
+}
+
+int cwm_world_mode(const cwm_world *w) {
+  return w->cfg.no_transition ? CWM_MODE_NO_TRANSITION : w->cfg.static_final ? CWM_MODE_STATIC : CWM_MODE_ROLLOUT;
+}
+
+int cwm_world_mode_parse(const char *s) {
+  if (!s) return -1;
+  if (!strcmp(s, "rollout")) return CWM_MODE_ROLLOUT;
+  if (!strcmp(s, "no-transition")) return CWM_MODE_NO_TRANSITION;
+  if (!strcmp(s, "static")) return CWM_MODE_STATIC;
+  return -1;
+}
+
+const char *cwm_world_mode_name(int mode) {
+  return mode == CWM_MODE_NO_TRANSITION ? "no-transition" : mode == CWM_MODE_STATIC ? "static" : "rollout";
+}
 void cwm_world_set_notes(cwm_world *w, const char *notes) {
   free(w->notes);
   w->notes = notes ? cwm_xstrdup(notes) : NULL;
@@ -90,9 +114,9 @@ int cwm_world_save(cwm_world *w, const char *path, cwm_err *err) {
   const cwm_enc_config *e = &w->cfg.enc;
   cwm_buf_printf(&cfg,
                  "world_version=%d\nvocab=%d\nwidth=%d\nheads=%d\nlayers=%d\nff=%d\nwindow=%d\noverlap=%d\n"
-                 "margin=%.9g\nno_transition=%d\naction_vocab=%d\n",
+                 "margin=%.9g\nno_transition=%d\nstatic_final=%d\naction_vocab=%d\n",
                  CWM_WORLD_VERSION, e->vocab, e->width, e->heads, e->layers, e->ff, e->window, e->overlap,
-                 (double)w->cfg.margin, w->cfg.no_transition, cwm_action_vocab());
+                 (double)w->cfg.margin, w->cfg.no_transition, w->cfg.static_final, cwm_action_vocab());
   int rc = cwm_mfile_add_text(mw, "world.config", cfg.s, err);
   cwm_buf_free(&cfg);
   cwm_buf vb;
@@ -196,6 +220,8 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   const char *mline = strstr(cfg, "margin=");
   if (mline) c.margin = strtof(mline + 7, NULL);
   cfg_int(cfg, "no_transition", &c.no_transition);
+  cfg_int(cfg, "static_final", &c.static_final); /* absent in older files: 0 */
+  if (c.no_transition) c.static_final = 0;
   size_t vn = 0;
   const void *vb = cwm_mfile_bytes(f, "vocab", &vn);
   if (!vb) {
@@ -418,13 +444,14 @@ int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const 
   const float *z0 = wm_z0(w, d, err);
   if (!z0) return err ? err->code : CWM_EMODEL;
   int D = w->D, nf = cwm_world_nfeat(w);
+  if (mode == 0) mode = cwm_world_mode(w); /* the model's own mode */
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
     cwm_state *fin = NULL;
     cwm_err e = {0};
     if (cwm_state_replay(d, steps[i], nsteps[i], &fin, NULL, &e)) fin = NULL;
-    if (mode == 1 || (mode == 0 && w->cfg.no_transition)) {
+    if (mode == 1) {
       memcpy(z, z0, sizeof(float) * (size_t)D);
     } else if (mode == 2) {
       if (!fin) {
@@ -438,7 +465,7 @@ int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const 
     } else {
       cwm_world_rollout(w, z0, steps[i], nsteps[i], z, NULL);
     }
-    cwm_world_row(w, z0, z, mode == 1 || (mode == 0 && w->cfg.no_transition), steps[i], nsteps[i], fin,
+    cwm_world_row(w, z0, z, mode == 1, steps[i], nsteps[i], fin,
                   rows + (size_t)i * nf);
     cwm_state_free(fin);
   }
@@ -473,8 +500,31 @@ static float *row_buffer(world_cm *m, int n) {
   return m->rowbuf;
 }
 
+/* The static-final ablation: z_T = E(printed final state) of every candidate, in one batch. */
+static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *rows, cwm_err *err) {
+  int D = w->D, nf = cwm_world_nfeat(w);
+  char **texts = cwm_xmalloc(sizeof(char *) * (size_t)n);
+  for (int i = 0; i < n; i++) texts[i] = cwm_state_print(states[i]);
+  float *z = cwm_xmalloc(sizeof(float) * (size_t)n * (size_t)D);
+  int rc = cwm_world_encode(w, (const char *const *)texts, n, z, err);
+  for (int i = 0; i < n && !rc; i++) {
+    const float *z0 = wm_z0(w, states[i]->dag, err);
+    if (!z0) {
+      rc = err ? err->code : CWM_EMODEL;
+      break;
+    }
+    row_fill(w, z0, z + (size_t)i * D, 0, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf, 0);
+  }
+  for (int i = 0; i < n; i++) free(texts[i]);
+  free(texts);
+  free(z);
+  if (!rc && n > 0) rows_value(w, rows, n);
+  return rc;
+}
+
 static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *rows, cwm_err *err) {
   int D = w->D, nf = cwm_world_nfeat(w);
+  if (w->cfg.static_final && !w->cfg.no_transition) return rows_static(w, states, n, rows, err);
   if (!w->cfg.no_transition) prefetch_actions(w, states, n);
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
   for (int i = 0; i < n; i++) {

@@ -1,0 +1,1217 @@
+/* paper_cpu.c: the CPU experiments of the world-model paper, reproduced on cwm in one run, and
+ * REPORT.md with SVG plots written from their logs (issue 6). Every tuning run is a `cwm tune`
+ * child process with its own log, so the whole thing resumes where it stopped: a run whose log
+ * already holds its trials is not started again, and a partial one continues.
+ *
+ *   paper_cpu [--part quick|long|all|report] [--dir DIR] [--report FILE] [--plots DIR]
+ *             [--seeds 1,2,3] [--ids a,b] [--threads T] [--records LOG] [--no-torch]
+ *             [--long-ids a,b] [--world-trials N] [--ansor-trials N]
+ *
+ * quick  (1) budget 64: world, ansor from scratch, ansor pre-trained on --records, random; every
+ *        suite row, every seed. (3) ablations at 64 (seed 1): no transition, static final state,
+ *        no contrastive pre-training. (4) syntactic noise: matmul 1024/1023 and two conv pairs off
+ *        by one. (6) oneDNN and PyTorch on every row.
+ * long   (3) the ablations continued to 200 trials, (2) world at 1,000 trials against ansor at
+ *        10,000 on four rows, (5) BERT-base and ResNet-50 at 64 trials per subgraph (world and
+ *        ansor) beside PyTorch's measured latency of the whole network.
+ * report the report only, from whatever the logs hold (also written after every part).
+ * Nothing in REPORT.md is typed by hand: every figure comes from the logs under DIR. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cwm/costmodel.h"
+#include "cwm/metrics.h"
+#include "cwm/record.h"
+#include "cwm/search.h"
+#include "cwm/state.h"
+#include "cwm/world.h"
+#include "anchors.h"
+
+#define MAXID 32
+#define MAXSEED 8
+#define MAXCURVE 10000
+
+typedef struct {
+  char id[64], op[32], spec[320];
+} row_t;
+
+typedef struct {
+  const char *dir, *report, *plots, *records, *cwm, *suite;
+  int threads, torch, nseeds, world_trials, ansor_trials;
+  long seeds[MAXSEED];
+  row_t rows[MAXID];
+  int nrows;
+  char long_ids[512];
+} ctx_t;
+
+static volatile sig_atomic_t g_stop;
+static int g_budget = 64; /* the quick part's budget; smaller only for a smoke test (--budget) */
+static void on_signal(int s) {
+  (void)s;
+  g_stop = 1;
+}
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static int file_exists(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && sb.st_size > 0;
+}
+
+static void mkdirs(const char *p) {
+  cwm_err e = {0};
+  if (cwm_mkdir_p(p, &e)) {
+    fprintf(stderr, "paper_cpu: %s\n", e.msg);
+    exit(5);
+  }
+}
+
+static int is_memory_bound(const char *op) {
+  return !strcmp(op, "softmax") || !strcmp(op, "layernorm") || !strcmp(op, "dwconv2d");
+}
+
+/* Costs (seconds, failures 1e10) of a log in measurement order; returns the count. */
+static int log_costs(const char *path, double *c, int cap) {
+  if (!file_exists(path)) return 0;
+  cwm_err e = {0};
+  cwm_log_iter *it = cwm_log_iter_open(path, &e);
+  if (!it) return 0;
+  cwm_record r;
+  int n = 0;
+  while (n < cap && cwm_log_iter_next(it, &r, &e) == 1) {
+    c[n++] = cwm_record_cost(&r);
+    cwm_record_free(&r);
+  }
+  cwm_log_iter_close(it);
+  return n;
+}
+
+/* Best latency (seconds) within the first t records of a log; -1 if none ran. */
+static double log_best(const char *path, int t) {
+  static double c[MAXCURVE * 2];
+  int n = log_costs(path, c, MAXCURVE * 2);
+  if (n < 1) return -1;
+  double b = 1e30;
+  for (int i = 0; i < n && i < t; i++)
+    if (c[i] < b) b = c[i];
+  return b < 1e9 ? b : -1;
+}
+
+/* A number of a flat JSON object ("key": value); NAN if absent. */
+static double json_num(const char *path, const char *key) {
+  char *t = cwm_read_file(path, NULL, NULL);
+  if (!t) return NAN;
+  char pat[80];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  char *p = strstr(t, pat);
+  double v = p ? strtod(p + strlen(pat), NULL) : NAN;
+  free(t);
+  return v;
+}
+
+static int log_count(const char *path) {
+  static double c[MAXCURVE * 2];
+  return log_costs(path, c, MAXCURVE * 2);
+}
+
+/* Runs argv (argv[0] a path) with stdout and stderr appended to logf; the exit status, -1 if it
+ * could not start. SIGINT reaches the child too (same process group); we wait for it. */
+static int run_cmd(char *const *argv, const char *logf) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* ---- the models of the comparison ----------------------------------------------------------- */
+
+typedef struct {
+  const char *name;  /* in logs and the report */
+  const char *model; /* --model */
+  const char *file;  /* --model-file (world) or --pretrained (ansor), relative to the source */
+  const char *what;
+} model_t;
+
+static const model_t MODELS[] = {
+    {"world", "world", NULL, "the world model (models/default.cwm)"},
+    {"ansor", "ansor", NULL, "Ansor's cost model from scratch (TVM's default)"},
+    {"ansor-pre", "ansor", "@pretrained", "Ansor's cost model pre-trained on the shipped records"},
+    {"random", "random", NULL, "random scores"},
+    {"no-transition", "world", "models/ablation-no-transition.cwm", "world without the transition: z_0 + action features"},
+    {"static", "world", "models/ablation-static.cwm", "world scoring the encoding of the real final text"},
+    {"no-contrastive", "world", "models/ablation-no-contrastive.cwm", "world without contrastive pre-training"},
+};
+#define NMODELS (int)(sizeof MODELS / sizeof MODELS[0])
+
+static const model_t *model_by_name(const char *n) {
+  for (int i = 0; i < NMODELS; i++)
+    if (!strcmp(MODELS[i].name, n)) return &MODELS[i];
+  return NULL;
+}
+
+static void src_path(const char *rel, char *out, size_t n) {
+  const char *s = getenv("CWM_SOURCE_DIR");
+#ifdef CWM_SOURCE_DIR
+  if (!s || !*s) s = CWM_SOURCE_DIR;
+#endif
+  if (rel[0] == '/' || !s) snprintf(out, n, "%s", rel);
+  else snprintf(out, n, "%s/%s", s, rel);
+}
+
+static void run_paths(const ctx_t *c, const char *exp, const char *model, const char *id, long seed, char *log,
+                      char *sum, char *out, size_t n) {
+  snprintf(log, n, "%s/%s/%s_%s_s%ld.jsonl", c->dir, exp, model, id, seed);
+  snprintf(sum, n, "%s/%s/%s_%s_s%ld.json", c->dir, exp, model, id, seed);
+  snprintf(out, n, "%s/%s/%s_%s_s%ld.out", c->dir, exp, model, id, seed);
+}
+
+/* The pre-trained ansor model file, trained once from --records (training workloads only). */
+static const char *pretrained_file(const ctx_t *c) {
+  static char p[1024];
+  snprintf(p, sizeof p, "%s/ansor-pretrained.bin", c->dir);
+  if (file_exists(p)) return p;
+  char outf[1100];
+  snprintf(outf, sizeof outf, "%s/ansor-pretrained.out", c->dir);
+  fprintf(stderr, "paper_cpu: training ansor on %s (its training workloads) -> %s\n", c->records, p);
+  char *argv[] = {(char *)c->cwm, "train", "ansor", "--records", (char *)c->records, "--out", p, NULL};
+  if (run_cmd(argv, outf) != 0) {
+    fprintf(stderr, "paper_cpu: cannot train the pre-trained ansor model; see %s\n", outf);
+    return NULL;
+  }
+  return p;
+}
+
+typedef struct {
+  int total, done;
+  double t0;
+  long trials_total, trials_done, trials_ran; /* ran: measured by this invocation */
+} progress_t;
+static progress_t g_prog;
+
+/* One tuning run, skipped when its log already holds `trials` records. Returns 0, or nonzero
+ * when it failed (the report shows "-" for it) or was interrupted. */
+static int tune_run(const ctx_t *c, const char *exp, const char *mname, const char *id, const char *spec, long seed,
+                    int trials) {
+  const model_t *m = model_by_name(mname);
+  char log[1024], sum[1024], out[1024], dir[1024];
+  run_paths(c, exp, mname, id, seed, log, sum, out, sizeof log);
+  snprintf(dir, sizeof dir, "%s/%s", c->dir, exp);
+  mkdirs(dir);
+  g_prog.done++;
+  int have = log_count(log);
+  if (have >= trials && file_exists(sum) && json_num(sum, "trials") >= trials) {
+    g_prog.trials_done += trials;
+    return 0;
+  }
+  char mf[1024] = "";
+  const char *mflag = NULL;
+  if (m->file && !strcmp(m->file, "@pretrained")) {
+    const char *p = pretrained_file(c);
+    if (!p) return 1;
+    snprintf(mf, sizeof mf, "%s", p);
+    mflag = "--pretrained";
+  } else if (m->file) {
+    src_path(m->file, mf, sizeof mf);
+    mflag = "--model-file";
+    if (!file_exists(mf)) {
+      fprintf(stderr, "paper_cpu: %s: model file %s missing; run skipped\n", mname, mf);
+      return 1;
+    }
+  }
+  char ts[32], ss[32], th[32];
+  snprintf(ts, sizeof ts, "%d", trials);
+  snprintf(ss, sizeof ss, "%ld", seed);
+  snprintf(th, sizeof th, "%d", c->threads);
+  char *argv[32];
+  int a = 0;
+  argv[a++] = (char *)c->cwm;
+  argv[a++] = "tune";
+  argv[a++] = "--workload";
+  argv[a++] = (char *)spec;
+  argv[a++] = "--name";
+  argv[a++] = (char *)id;
+  argv[a++] = "--model";
+  argv[a++] = (char *)m->model;
+  if (mflag) {
+    argv[a++] = (char *)mflag;
+    argv[a++] = mf;
+  }
+  argv[a++] = "--trials";
+  argv[a++] = ts;
+  argv[a++] = "--seed";
+  argv[a++] = ss;
+  argv[a++] = "--threads";
+  argv[a++] = th;
+  argv[a++] = "--log";
+  argv[a++] = log;
+  argv[a++] = "--summary";
+  argv[a++] = sum;
+  argv[a] = NULL;
+  double t = cwm_now();
+  int rc = run_cmd(argv, out);
+  int now = log_count(log);
+  g_prog.trials_done += trials;
+  g_prog.trials_ran += now - have > 0 ? now - have : 0;
+  long measured_now = g_prog.trials_ran;
+  double el = cwm_now() - g_prog.t0;
+  double eta = measured_now > 0 ? el / (double)measured_now * (double)(g_prog.trials_total - g_prog.trials_done) : 0;
+  double b = log_best(log, trials);
+  fprintf(stderr, "paper_cpu: [%d/%d] %s %s %s seed %ld: %d trials, best %s%.1f us, %.0f s; ETA %.0f min%s\n",
+          g_prog.done, g_prog.total, exp, mname, id, seed, now, b > 0 ? "" : "(none) ", b > 0 ? b * 1e6 : 0.0,
+          cwm_now() - t, eta / 60, rc ? " (failed: see the .out file)" : "");
+  return rc;
+}
+
+/* ---- anchors --------------------------------------------------------------------------------- */
+
+/* PyTorch's median seconds for a whole network (bench/torch_anchor.py --network NAME). */
+static double torch_network_seconds(const char *name, int threads) {
+  char script[1024], cmd[2048], line[512];
+  src_path("bench/torch_anchor.py", script, sizeof script);
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' --network %s --threads %d 2>/dev/null", script, name, threads);
+  fflush(NULL);
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  double s = -1;
+  while (fgets(line, sizeof line, p)) {
+    char *end;
+    double v = strtod(line, &end);
+    if (end != line && v > 0) s = v;
+  }
+  if (pclose(p) != 0) return -1;
+  return s;
+}
+
+/* anchors.tsv: id, oneDNN us, PyTorch us (-1 where not measured); measured once. */
+static void anchors_file(const ctx_t *c, char *p, size_t n) { snprintf(p, n, "%s/anchors.tsv", c->dir); }
+
+static void measure_anchors(const ctx_t *c) {
+  char p[1024];
+  anchors_file(c, p, sizeof p);
+  if (file_exists(p)) return;
+  cwm_buf b;
+  cwm_buf_init(&b);
+  cwm_buf_printf(&b, "# id\toneDNN_us\ttorch_us (threads %d)\n", c->threads);
+  for (int i = 0; i < c->nrows && !g_stop; i++) {
+    const row_t *r = &c->rows[i];
+    double d = anchor_seconds_child(0, c->suite, r->id, r->spec, c->threads);
+    double t = c->torch ? anchor_seconds_child(1, c->suite, r->id, r->spec, c->threads) : -1;
+    cwm_buf_printf(&b, "%s\t%.3f\t%.3f\n", r->id, d > 0 ? d * 1e6 : -1, t > 0 ? t * 1e6 : -1);
+    fprintf(stderr, "paper_cpu: anchors %s: oneDNN %.1f us, PyTorch %.1f us\n", r->id, d * 1e6, t * 1e6);
+    if (t < 0) fprintf(stderr, "paper_cpu: (a negative figure: not measured)\n");
+  }
+  cwm_err e = {0};
+  if (!g_stop && cwm_write_file_atomic(p, b.s, b.len, &e)) fprintf(stderr, "paper_cpu: %s\n", e.msg);
+  cwm_buf_free(&b);
+}
+
+static int anchor_of(const ctx_t *c, const char *id, double *dnnl_us, double *torch_us) {
+  char p[1024];
+  anchors_file(c, p, sizeof p);
+  *dnnl_us = *torch_us = -1;
+  FILE *f = fopen(p, "r");
+  if (!f) return 0;
+  char line[512], rid[64];
+  double d, t;
+  while (fgets(line, sizeof line, f))
+    if (line[0] != '#' && sscanf(line, "%63s %lf %lf", rid, &d, &t) == 3 && !strcmp(rid, id)) {
+      *dnnl_us = d;
+      *torch_us = t;
+      fclose(f);
+      return 1;
+    }
+  fclose(f);
+  return 0;
+}
+
+/* ---- syntactic noise ------------------------------------------------------------------------- */
+
+typedef struct {
+  const char *a_id, *a_spec, *b_id, *b_spec;
+} noise_pair_t;
+
+static const noise_pair_t NOISE[] = {
+    {"matmul_1024", "matmul M=1024 N=1024 K=1024", "matmul_1023", "matmul M=1023 N=1023 K=1023"},
+    {"conv_s2_3x3", "conv2d C=128 H=28 W=28 K=128 R=3 S=3 stride=1 pad=1 bias=1 act=relu", "conv_s2_3x3_h27",
+     "conv2d C=128 H=27 W=27 K=128 R=3 S=3 stride=1 pad=1 bias=1 act=relu"},
+    {"conv_s3_3x3", "conv2d C=256 H=14 W=14 K=256 R=3 S=3 stride=1 pad=1 bias=1 act=relu", "conv_s3_3x3_h13",
+     "conv2d C=256 H=13 W=13 K=256 R=3 S=3 stride=1 pad=1 bias=1 act=relu"},
+};
+#define NNOISE (int)(sizeof NOISE / sizeof NOISE[0])
+
+/* The log of world on id at seed 1, from the budget-64 experiment or the noise directory. */
+static void noise_log(const ctx_t *c, const char *id, char *log, size_t n) {
+  snprintf(log, n, "%s/b64/world_%s_s1.jsonl", c->dir, id);
+  if (!file_exists(log)) snprintf(log, n, "%s/noise/world_%s_s1.jsonl", c->dir, id);
+}
+
+/* The state of steps on another shape of the same computation: every split step takes the extent
+ * its iterator has there (the lengths stay; a non-dividing one leaves a guarded tail). NULL when a
+ * step does not fit (a length product above the new extent, say). */
+static cwm_state *retarget(const cwm_dag *d, const cwm_step *steps, int n) {
+  cwm_state *s = cwm_state_init(d);
+  for (int i = 0; i < n; i++) {
+    cwm_step st = steps[i];
+    if (st.kind == CWM_S_SP && st.stage >= 0 && st.stage < s->nstages && st.iter >= 0 &&
+        st.iter < s->stages[st.stage].niters)
+      st.extent = s->stages[st.stage].nodes[s->stages[st.stage].iters[st.iter]].extent;
+    cwm_err e = {0};
+    if (cwm_state_apply(s, &st, &e)) {
+      cwm_state_free(s);
+      return NULL;
+    }
+  }
+  return s;
+}
+
+/* Steps of the best record of a log, retargeted to spec, as a JSON line in file out; 0 if
+ * written. */
+static int best_steps_file(const char *log, const char *spec, const char *suite, const char *out) {
+  cwm_record *recs = NULL;
+  int n = 0, bad = 0;
+  cwm_err e = {0};
+  if (cwm_log_read(log, &recs, &n, &bad, &e) || n == 0) return 1;
+  int bi = -1;
+  for (int i = 0; i < n; i++)
+    if (cwm_record_cost(&recs[i]) < 1e9 && (bi < 0 || cwm_record_cost(&recs[i]) < cwm_record_cost(&recs[bi]))) bi = i;
+  int rc = 1;
+  cwm_workload *w = cwm_workload_from_spec(spec, suite, &e);
+  cwm_dag *d = w ? cwm_dag_new(w, &e) : NULL;
+  cwm_state *s = d && bi >= 0 ? retarget(d, recs[bi].steps, recs[bi].nsteps) : NULL;
+  if (s) {
+    cwm_buf b;
+    cwm_buf_init(&b);
+    cwm_steps_print(s->steps, s->nsteps, &b);
+    cwm_buf_puts(&b, "\n");
+    rc = cwm_write_file_atomic(out, b.s, b.len, &e) ? 1 : 0;
+    cwm_buf_free(&b);
+  }
+  cwm_state_free(s);
+  if (d) cwm_dag_free(d);
+  cwm_workload_free(w);
+  cwm_records_free(recs, n);
+  return rc;
+}
+
+/* Replays the best schedule of from_log on the workload spec and measures it (cwm measure);
+ * the median latency in seconds, -1 if it does not fit or failed. */
+static double transfer(const ctx_t *c, const char *from_log, const char *spec, const char *tag) {
+  char steps[1024], log[1024], out[1024];
+  snprintf(steps, sizeof steps, "%s/noise/%s.steps", c->dir, tag);
+  snprintf(log, sizeof log, "%s/noise/%s.jsonl", c->dir, tag);
+  snprintf(out, sizeof out, "%s/noise/%s.out", c->dir, tag);
+  if (!file_exists(log)) {
+    if (best_steps_file(from_log, spec, c->suite, steps)) {
+      fprintf(stderr, "paper_cpu: noise: the best schedule of %s does not fit %s\n", from_log, spec);
+      return -1;
+    }
+    char th[16];
+    snprintf(th, sizeof th, "%d", c->threads);
+    char *argv[] = {(char *)c->cwm, "measure", "--workload", (char *)spec, "--steps", steps, "--log", log,
+                    "--threads", th, NULL};
+    run_cmd(argv, out);
+  }
+  return log_best(log, 1);
+}
+
+/* Scores the candidates of log (replayed on both workloads; those that fit both) with a model and
+ * returns the rank correlation of the two score vectors; *ncand gets their number. */
+static double noise_correlation(const char *log, const char *spec_a, const char *spec_b, cwm_costmodel *m,
+                                const char *suite, int *ncand) {
+  *ncand = 0;
+  cwm_err e = {0};
+  cwm_workload *wa = cwm_workload_from_spec(spec_a, suite, &e), *wb = cwm_workload_from_spec(spec_b, suite, &e);
+  cwm_dag *da = wa ? cwm_dag_new(wa, &e) : NULL, *db = wb ? cwm_dag_new(wb, &e) : NULL;
+  cwm_record *recs = NULL;
+  int n = 0, bad = 0;
+  double r = NAN;
+  if (da && db && !cwm_log_read(log, &recs, &n, &bad, &e) && n > 0) {
+    cwm_state **sa = calloc((size_t)n, sizeof *sa), **sb = calloc((size_t)n, sizeof *sb);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+      cwm_state *x = NULL, *y = NULL;
+      if (cwm_state_replay(da, recs[i].steps, recs[i].nsteps, &x, NULL, &e) ||
+          !(y = retarget(db, recs[i].steps, recs[i].nsteps))) {
+        cwm_state_free(x);
+        cwm_state_free(y);
+        continue;
+      }
+      sa[k] = x;
+      sb[k++] = y;
+    }
+    double *pa = calloc((size_t)(k ? k : 1), sizeof *pa), *pb = calloc((size_t)(k ? k : 1), sizeof *pb);
+    if (k >= 3 && !cwm_costmodel_predict(m, sa, k, pa, &e) && !cwm_costmodel_predict(m, sb, k, pb, &e)) {
+      r = cwm_kendall_tau_b(pa, pb, k);
+      *ncand = k;
+    }
+    for (int i = 0; i < k; i++) {
+      cwm_state_free(sa[i]);
+      cwm_state_free(sb[i]);
+    }
+    free(sa);
+    free(sb);
+    free(pa);
+    free(pb);
+  }
+  if (recs) cwm_records_free(recs, n);
+  if (da) cwm_dag_free(da);
+  if (db) cwm_dag_free(db);
+  cwm_workload_free(wa);
+  cwm_workload_free(wb);
+  return r;
+}
+
+/* ---- SVG plots ------------------------------------------------------------------------------- */
+
+typedef struct {
+  const char *name;
+  const double *y; /* NAN = no point */
+  int n;           /* y[i] is at x = i + 1 */
+} series_t;
+
+static const char *COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#7f7f7f", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"};
+
+/* A line chart of best latency (or a ratio) against trials, log-scaled y, our own writer. */
+static void svg_plot(const char *path, const char *title, const char *ylabel, const series_t *s, int ns, int logx) {
+  const double W = 640, H = 400, L = 70, R = 170, T = 36, B = 48;
+  double ymin = 1e300, ymax = -1e300;
+  int xmax = 1;
+  for (int k = 0; k < ns; k++)
+    for (int i = 0; i < s[k].n; i++)
+      if (isfinite(s[k].y[i]) && s[k].y[i] > 0) {
+        ymin = fmin(ymin, s[k].y[i]);
+        ymax = fmax(ymax, s[k].y[i]);
+        if (i + 1 > xmax) xmax = i + 1;
+      }
+  if (!(ymax >= ymin)) return;
+  if (ymax / ymin < 1.05) ymax = ymin * 1.05;
+  double ly0 = log10(ymin) - 0.02, ly1 = log10(ymax) + 0.02;
+  double lx1 = logx ? log10((double)xmax) : (double)xmax;
+#define PX(x) (L + (W - L - R) * ((logx ? log10((double)(x)) : (double)(x)) / (lx1 > 0 ? lx1 : 1)))
+#define PY(y) (T + (H - T - B) * (1 - (log10(y) - ly0) / (ly1 - ly0)))
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+             "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+  fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s</text>\n", L, title);
+  fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n", L, T,
+          W - L - R, H - T - B);
+  /* y ticks: 1-2-5 steps on the log scale */
+  for (int e10 = (int)floor(ly0) - 1; e10 <= (int)ceil(ly1); e10++)
+    for (int m = 1; m <= 5; m += (m == 1 ? 1 : 3)) {
+      double v = m * pow(10, e10), lv = log10(v);
+      if (lv < ly0 || lv > ly1) continue;
+      fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L, W - R, PY(v), PY(v));
+      fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", L - 4, PY(v) + 4, v);
+    }
+  for (int e10 = 0; pow(10, e10) <= xmax; e10++)
+    for (int m = 1; m <= 5; m += (m == 1 ? 1 : 3)) {
+      double v = m * pow(10, e10);
+      if (v > xmax || (!logx && m != 1 && e10 == 0)) continue;
+      fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%g</text>\n", PX(v), H - B + 16, v);
+    }
+  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">trials (measurements)</text>\n", L + (W - L - R) / 2,
+          H - 10);
+  fprintf(f, "<text x=\"14\" y=\"%.0f\" transform=\"rotate(-90 14 %.0f)\" text-anchor=\"middle\">%s</text>\n",
+          T + (H - T - B) / 2, T + (H - T - B) / 2, ylabel);
+  for (int k = 0; k < ns; k++) {
+    const char *col = COLORS[k % 8];
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", col);
+    for (int i = 0; i < s[k].n; i++)
+      if (isfinite(s[k].y[i]) && s[k].y[i] > 0) fprintf(f, "%.1f,%.1f ", PX(i + 1), PY(s[k].y[i]));
+    fprintf(f, "\"/>\n");
+    fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>\n",
+            W - R + 10, W - R + 30, T + 14 + 18.0 * k, T + 14 + 18.0 * k, col);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", W - R + 36, T + 18 + 18.0 * k, s[k].name);
+  }
+  fprintf(f, "</svg>\n");
+  fclose(f);
+#undef PX
+#undef PY
+}
+
+/* Best-so-far curve of a log over n trials (NAN past its end). */
+static void best_curve(const char *log, double *y, int n) {
+  static double c[MAXCURVE * 2];
+  int m = log_costs(log, c, MAXCURVE * 2);
+  double b = 1e30;
+  for (int i = 0; i < n; i++) {
+    if (i < m && c[i] < b) b = c[i];
+    y[i] = i < m && b < 1e9 ? b * 1e6 : NAN;
+  }
+}
+
+/* ---- the parts ------------------------------------------------------------------------------- */
+
+static const char *QUICK_MODELS[] = {"world", "ansor", "ansor-pre", "random"};
+static const char *ABL_MODELS[] = {"no-transition", "static", "no-contrastive"};
+static const char *LONG_IDS_DEFAULT = "dense_qkv,bmm_qk,conv_s1_3x3,conv_s3_3x3";
+
+static const row_t *row_by_id(const ctx_t *c, const char *id) {
+  for (int i = 0; i < c->nrows; i++)
+    if (!strcmp(c->rows[i].id, id)) return &c->rows[i];
+  return NULL;
+}
+
+static void part_quick(const ctx_t *c) {
+  g_prog.total = c->nrows * (4 * c->nseeds + 3) + 2 * NNOISE;
+  g_prog.trials_total = (long)g_prog.total * g_budget;
+  measure_anchors(c);
+  /* budget 64: seeds outermost, so an early stop still leaves whole seeds */
+  for (int s = 0; s < c->nseeds && !g_stop; s++)
+    for (int i = 0; i < c->nrows && !g_stop; i++)
+      for (int k = 0; k < 4 && !g_stop; k++)
+        tune_run(c, "b64", QUICK_MODELS[k], c->rows[i].id, c->rows[i].spec, c->seeds[s], g_budget);
+  for (int i = 0; i < c->nrows && !g_stop; i++)
+    for (int k = 0; k < 3 && !g_stop; k++) tune_run(c, "b64", ABL_MODELS[k], c->rows[i].id, c->rows[i].spec, 1, g_budget);
+  /* noise: the off-by-one shapes that are not suite rows get their own world run */
+  for (int p = 0; p < NNOISE && !g_stop; p++)
+    for (int side = 0; side < 2 && !g_stop; side++) {
+      const char *id = side ? NOISE[p].b_id : NOISE[p].a_id, *spec = side ? NOISE[p].b_spec : NOISE[p].a_spec;
+      char log[1024];
+      noise_log(c, id, log, sizeof log);
+      if (!file_exists(log) || log_count(log) < g_budget) {
+        if (row_by_id(c, id)) tune_run(c, "b64", "world", id, spec, 1, g_budget);
+        else tune_run(c, "noise", "world", id, spec, 1, g_budget);
+      }
+    }
+  char nd[1024];
+  snprintf(nd, sizeof nd, "%s/noise", c->dir);
+  mkdirs(nd);
+  for (int p = 0; p < NNOISE && !g_stop; p++) {
+    char la[1024], lb[1024], tag[256];
+    noise_log(c, NOISE[p].a_id, la, sizeof la);
+    noise_log(c, NOISE[p].b_id, lb, sizeof lb);
+    snprintf(tag, sizeof tag, "%s_on_%s", NOISE[p].a_id, NOISE[p].b_id);
+    transfer(c, la, NOISE[p].b_spec, tag);
+    snprintf(tag, sizeof tag, "%s_on_%s", NOISE[p].b_id, NOISE[p].a_id);
+    transfer(c, lb, NOISE[p].a_spec, tag);
+  }
+}
+
+static void part_long(const ctx_t *c) {
+  char ids[512];
+  snprintf(ids, sizeof ids, "%s", c->long_ids);
+  int nl = 0;
+  const char *lid[16];
+  for (char *t = strtok(ids, ","); t && nl < 16; t = strtok(NULL, ",")) lid[nl++] = t;
+  g_prog.total = c->nrows * 4 + nl * 2 + 4;
+  g_prog.trials_total = (long)c->nrows * 4 * 200 + (long)nl * (c->world_trials + c->ansor_trials);
+  /* ablations at 200: each continues its 64-trial log (the same first 64 measurements) */
+  const char *abl[] = {"world", "no-transition", "static", "no-contrastive"};
+  for (int i = 0; i < c->nrows && !g_stop; i++)
+    for (int k = 0; k < 4 && !g_stop; k++) {
+      char l64[1024], s64[1024], o64[1024], l200[1024], s200[1024], o200[1024], d[1024];
+      run_paths(c, "b64", abl[k], c->rows[i].id, 1, l64, s64, o64, sizeof l64);
+      run_paths(c, "b200", abl[k], c->rows[i].id, 1, l200, s200, o200, sizeof l200);
+      snprintf(d, sizeof d, "%s/b200", c->dir);
+      mkdirs(d);
+      if (!file_exists(l200) && file_exists(l64)) {
+        char *t = cwm_read_file(l64, NULL, NULL);
+        cwm_err e = {0};
+        if (t) cwm_write_file_atomic(l200, t, strlen(t), &e);
+        free(t);
+      }
+      tune_run(c, "b200", abl[k], c->rows[i].id, c->rows[i].spec, 1, 200);
+    }
+  /* sample efficiency */
+  for (int i = 0; i < nl && !g_stop; i++) {
+    const row_t *r = row_by_id(c, lid[i]);
+    if (!r) continue;
+    tune_run(c, "sample", "world", r->id, r->spec, 1, c->world_trials);
+    tune_run(c, "sample", "ansor", r->id, r->spec, 1, c->ansor_trials);
+  }
+  /* whole networks */
+  const char *nets[][2] = {{"bert", "networks/bert_base_seq128.tsv"}, {"resnet50", "networks/resnet50_b1.tsv"}};
+  for (int n = 0; n < 2 && !g_stop; n++)
+    for (int k = 0; k < 2 && !g_stop; k++) {
+      const char *mn = k ? "ansor" : "world";
+      char net[1024], log[1200], sum[1200], out[1200], d[1024], ts[32], th[16];
+      src_path(nets[n][1], net, sizeof net);
+      snprintf(d, sizeof d, "%s/net", c->dir);
+      mkdirs(d);
+      snprintf(log, sizeof log, "%s/%s_%s.jsonl", d, mn, nets[n][0]);
+      snprintf(sum, sizeof sum, "%s/%s_%s.json", d, mn, nets[n][0]);
+      snprintf(out, sizeof out, "%s/%s_%s.out", d, mn, nets[n][0]);
+      g_prog.done++;
+      if (file_exists(sum)) continue;
+      /* 64 trials per subgraph: the network file's line count minus comments */
+      char *text = cwm_read_file(net, NULL, NULL);
+      int nsub = 0;
+      for (char *l = text; l && *l;) {
+        if (*l != '#' && *l != '\n') nsub++;
+        l = strchr(l, '\n');
+        if (l) l++;
+      }
+      free(text);
+      snprintf(ts, sizeof ts, "%d", 64 * nsub);
+      snprintf(th, sizeof th, "%d", c->threads);
+      char *argv[] = {(char *)c->cwm, "tune", "--network", net, "--model", (char *)mn, "--trials", ts, "--seed", "1",
+                      "--threads", th, "--log", log, "--summary", sum, NULL};
+      int rc = run_cmd(argv, out);
+      fprintf(stderr, "paper_cpu: network %s with %s: %s\n", nets[n][0], mn, rc ? "failed (see .out)" : "done");
+    }
+  char tp[1024];
+  snprintf(tp, sizeof tp, "%s/net/torch.tsv", c->dir);
+  if (!g_stop && !file_exists(tp) && c->torch) {
+    cwm_buf b;
+    cwm_buf_init(&b);
+    for (int n = 0; n < 2; n++) {
+      double s = torch_network_seconds(nets[n][0], c->threads);
+      cwm_buf_printf(&b, "%s\t%.3f\n", nets[n][0], s > 0 ? s * 1e3 : -1);
+    }
+    cwm_err e = {0};
+    cwm_write_file_atomic(tp, b.s, b.len, &e);
+    cwm_buf_free(&b);
+  }
+}
+
+/* ---- the report ------------------------------------------------------------------------------ */
+
+static double geo(const double *v, int n) {
+  double s = 0;
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (v[i] > 0 && isfinite(v[i])) s += log(v[i]), k++;
+  return k ? exp(s / k) : NAN;
+}
+
+static double arith(const double *v, int n) {
+  double s = 0;
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (v[i] > 0 && isfinite(v[i])) s += v[i], k++;
+  return k ? s / k : NAN;
+}
+
+static double median(double *v, int n) {
+  double *w = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (isfinite(v[i]) && v[i] > 0) w[k++] = v[i];
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && w[j - 1] > w[j]; j--) {
+      double t = w[j];
+      w[j] = w[j - 1];
+      w[j - 1] = t;
+    }
+  double m = k == 0 ? NAN : k % 2 ? w[k / 2] : 0.5 * (w[k / 2 - 1] + w[k / 2]);
+  free(w);
+  return m;
+}
+
+static void fmt(char *o, size_t n, const char *f, double v) {
+  if (isfinite(v) && v > 0) snprintf(o, n, f, v);
+  else snprintf(o, n, "-");
+}
+
+/* Geometric mean over seeds of the best latency (us) within t trials of a model on a row. */
+static double seeds_best(const ctx_t *c, const char *exp, const char *model, const char *id, int t, int nseeds) {
+  double v[MAXSEED];
+  int k = 0;
+  for (int s = 0; s < nseeds; s++) {
+    char log[1024], sum[1024], out[1024];
+    run_paths(c, exp, model, id, c->seeds[s], log, sum, out, sizeof log);
+    if (log_count(log) < t) continue;
+    double b = log_best(log, t);
+    if (b > 0) v[k++] = b * 1e6;
+  }
+  return k == nseeds ? geo(v, k) : NAN;
+}
+
+static void write_report(const ctx_t *c, const char *argv0_cmd) {
+  cwm_buf r;
+  cwm_buf_init(&r);
+  mkdirs(c->plots);
+  struct utsname u;
+  uname(&u);
+  char cpu[256] = "unknown CPU";
+  FILE *ci = fopen("/proc/cpuinfo", "r");
+  if (ci) {
+    char line[512];
+    while (fgets(line, sizeof line, ci))
+      if (!strncmp(line, "model name", 10)) {
+        char *p = strchr(line, ':');
+        if (p) snprintf(cpu, sizeof cpu, "%s", p + 2);
+        cpu[strcspn(cpu, "\n")] = 0;
+        break;
+      }
+    fclose(ci);
+  }
+  time_t now = time(NULL);
+  char date[64];
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  cwm_buf_printf(&r, "# cwm against Ansor: the paper's CPU experiments\n\n");
+  cwm_buf_printf(&r,
+                 "Written by `bench/paper_cpu` (%s) from the logs under `%s`; nothing here is typed by hand. "
+                 "Machine: %s, %ld online cores, %s %s; cwm %s; %d thread(s) per kernel; seeds", date, c->dir, cpu,
+                 sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, CWM_VERSION, c->threads);
+  for (int s = 0; s < c->nseeds; s++) cwm_buf_printf(&r, "%s %ld", s ? "," : "", c->seeds[s]);
+  cwm_buf_printf(&r, ".\n\nReproduce: `%s` (the quick part: budget 64, ablations at 64, noise, anchors), then "
+                     "`./build/paper_cpu --part long` (ablations at 200, %d versus %d trials, networks; resumable). "
+                     "Every tuning run is `cwm tune` with its own log in that directory (the `.out` file next to it "
+                     "holds its progress lines).\n\n",
+                 argv0_cmd, c->world_trials, c->ansor_trials);
+  cwm_buf_printf(&r, "Models: ");
+  for (int k = 0; k < NMODELS; k++) cwm_buf_printf(&r, "%s`%s`: %s", k ? "; " : "", MODELS[k].name, MODELS[k].what);
+  cwm_buf_printf(&r, ".\n\n");
+
+  /* (1) budget 64 */
+  int nr = c->nrows, ns = c->nseeds;
+  double best[4][MAXID], dn[MAXID], th[MAXID];
+  cwm_buf_printf(&r, "## 1. Budget 64 (every suite row, %d seeds)\n\n", ns);
+  cwm_buf_printf(&r, "Best latency in us after 64 measurements, geometric mean over the seeds (a model's cell is `-` "
+                     "until all its seeds ran); ratio = the other's latency / world's (> 1: world is faster).\n\n");
+  cwm_buf_printf(&r, "| row | oneDNN | PyTorch | world | ansor | ansor-pre | random | ansor/world | ansor-pre/world | "
+                     "random/world | oneDNN/world |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  double rat[4][MAXID];
+  for (int i = 0; i < nr; i++) {
+    const row_t *w = &c->rows[i];
+    anchor_of(c, w->id, &dn[i], &th[i]);
+    for (int k = 0; k < 4; k++) best[k][i] = seeds_best(c, "b64", QUICK_MODELS[k], w->id, g_budget, ns);
+    for (int k = 1; k < 4; k++) rat[k][i] = best[k][i] / best[0][i];
+    rat[0][i] = dn[i] > 0 ? dn[i] / best[0][i] : NAN;
+    char f[12][32];
+    fmt(f[0], 32, "%.1f", dn[i]);
+    fmt(f[1], 32, "%.1f", th[i]);
+    for (int k = 0; k < 4; k++) fmt(f[2 + k], 32, "%.1f", best[k][i]);
+    for (int k = 1; k < 4; k++) fmt(f[5 + k], 32, "%.2f", rat[k][i]);
+    fmt(f[9], 32, "%.2f", rat[0][i]);
+    cwm_buf_printf(&r, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", w->id, f[0], f[1], f[2], f[3],
+                   f[4], f[5], f[7], f[8], f[6], f[9]);
+  }
+  char g[8][32];
+  for (int k = 1; k < 4; k++) fmt(g[k], 32, "%.3f", geo(rat[k], nr));
+  fmt(g[0], 32, "%.3f", geo(rat[0], nr));
+  for (int k = 1; k < 4; k++) fmt(g[4 + k], 32, "%.3f", arith(rat[k], nr));
+  cwm_buf_printf(&r, "| **geometric mean** | | | | | | | %s | %s | %s | %s |\n", g[1], g[2], g[3], g[0]);
+  cwm_buf_printf(&r, "| **arithmetic mean** | | | | | | | %s | %s | %s | |\n\n", g[5], g[6], g[7]);
+  double gm_ansor = geo(rat[1], nr), gm_pre = geo(rat[2], nr);
+  cwm_buf_printf(&r, "Target: world beats ansor from scratch by at least 1.3x (geometric mean; the published figure is "
+                     "1.54x) and beats pre-trained ansor. Measured: %.3fx and %.3fx: %s.\n\n",
+                 gm_ansor, gm_pre,
+                 !isfinite(gm_ansor) || !isfinite(gm_pre) ? "incomplete (rows missing)"
+                 : gm_ansor >= 1.3 && gm_pre > 1.0   ? "met"
+                                                     : "**not met**");
+  /* curves: per row (mean over seeds) and the geometric mean of latency relative to the row's best */
+  double *gcurve[4];
+  int gcount = 0;
+  for (int k = 0; k < 4; k++) gcurve[k] = calloc(64, sizeof(double));
+  cwm_buf_printf(&r, "Best latency against trials: ");
+  for (int i = 0; i < nr; i++) {
+    const row_t *w = &c->rows[i];
+    double y[4][64];
+    series_t s[4];
+    int ok = 1;
+    double norm = 1e300;
+    for (int k = 0; k < 4; k++) {
+      for (int t = 0; t < g_budget; t++) {
+        double v[MAXSEED];
+        int m = 0;
+        for (int q = 0; q < ns; q++) {
+          char log[1024], sum[1024], out[1024];
+          double cv[64];
+          run_paths(c, "b64", QUICK_MODELS[k], w->id, c->seeds[q], log, sum, out, sizeof log);
+          best_curve(log, cv, g_budget);
+          if (isfinite(cv[t])) v[m++] = cv[t];
+        }
+        y[k][t] = m == ns ? geo(v, m) : NAN;
+      }
+      if (!isfinite(y[k][g_budget - 1])) ok = 0;
+      else norm = fmin(norm, y[k][g_budget - 1]);
+      s[k].name = QUICK_MODELS[k];
+      s[k].y = y[k];
+      s[k].n = g_budget;
+    }
+    char path[1024], title[256];
+    snprintf(path, sizeof path, "%s/b64_%s.svg", c->plots, w->id);
+    snprintf(title, sizeof title, "%s: best latency, budget 64 (geo. mean of %d seeds)", w->id, ns);
+    svg_plot(path, title, "best latency (us)", s, 4, 0);
+    cwm_buf_printf(&r, "%s[%s](%s/b64_%s.svg)", i ? ", " : "", w->id, c->plots, w->id);
+    if (ok) {
+      for (int k = 0; k < 4; k++)
+        for (int t = 0; t < g_budget; t++) gcurve[k][t] += isfinite(y[k][t]) ? log(y[k][t] / norm) : log(1e3);
+      gcount++;
+    }
+  }
+  if (gcount) {
+    series_t s[4];
+    for (int k = 0; k < 4; k++) {
+      for (int t = 0; t < g_budget; t++) gcurve[k][t] = exp(gcurve[k][t] / gcount);
+      s[k].name = QUICK_MODELS[k];
+      s[k].y = gcurve[k];
+      s[k].n = g_budget;
+    }
+    char path[1024], title[256];
+    snprintf(path, sizeof path, "%s/b64_geomean.svg", c->plots);
+    snprintf(title, sizeof title, "geometric mean over %d rows of latency / the row's best at 64", gcount);
+    svg_plot(path, title, "relative latency", s, 4, 0);
+    cwm_buf_printf(&r, ".\n\n![budget 64, geometric mean](%s/b64_geomean.svg)\n\n", c->plots);
+  } else {
+    cwm_buf_printf(&r, ".\n\n");
+  }
+  for (int k = 0; k < 4; k++) free(gcurve[k]);
+
+  /* (2) sample efficiency */
+  cwm_buf_printf(&r, "## 2. Sample efficiency: world at %d trials against ansor at %d\n\n", c->world_trials,
+                 c->ansor_trials);
+  cwm_buf_printf(&r, "| row | world@64 | world@%d | ansor@%d | ansor@%d | ansor@%d / world@%d |\n"
+                     "|---|---:|---:|---:|---:|---:|\n",
+                 c->world_trials, c->world_trials, c->ansor_trials, c->ansor_trials, c->world_trials);
+  {
+    char ids[512];
+    snprintf(ids, sizeof ids, "%s", c->long_ids);
+    double rs[16], ra[16];
+    int n2 = 0;
+    for (char *t = strtok(ids, ","); t && n2 < 16; t = strtok(NULL, ",")) {
+      char lw[1024], la[1024], x[1024], y[1024];
+      run_paths(c, "sample", "world", t, 1, lw, x, y, sizeof lw);
+      run_paths(c, "sample", "ansor", t, 1, la, x, y, sizeof la);
+      double w64 = log_best(lw, g_budget), w1k = log_count(lw) >= c->world_trials ? log_best(lw, c->world_trials) : NAN;
+      double a1k = log_count(la) >= c->world_trials ? log_best(la, c->world_trials) : NAN;
+      double a10k = log_count(la) >= c->ansor_trials ? log_best(la, c->ansor_trials) : NAN;
+      rs[n2] = a10k / w1k;
+      ra[n2] = w1k;
+      char f[5][32];
+      fmt(f[0], 32, "%.1f", w64 * 1e6);
+      fmt(f[1], 32, "%.1f", w1k * 1e6);
+      fmt(f[2], 32, "%.1f", a1k * 1e6);
+      fmt(f[3], 32, "%.1f", a10k * 1e6);
+      fmt(f[4], 32, "%.3f", rs[n2]);
+      cwm_buf_printf(&r, "| %s | %s | %s | %s | %s | %s |\n", t, f[0], f[1], f[2], f[3], f[4]);
+      /* curve plot, log x */
+      int N = c->ansor_trials > c->world_trials ? c->ansor_trials : c->world_trials;
+      if (N > MAXCURVE) N = MAXCURVE;
+      double *yw = malloc(sizeof(double) * (size_t)N), *ya = malloc(sizeof(double) * (size_t)N);
+      best_curve(lw, yw, N);
+      best_curve(la, ya, N);
+      series_t s[2] = {{"world", yw, N}, {"ansor", ya, N}};
+      char path[1024], title[256];
+      snprintf(path, sizeof path, "%s/sample_%s.svg", c->plots, t);
+      snprintf(title, sizeof title, "%s: best latency against trials (seed 1)", t);
+      svg_plot(path, title, "best latency (us)", s, 2, 1);
+      free(yw);
+      free(ya);
+      (void)ra;
+      n2++;
+    }
+    char f[2][32];
+    fmt(f[0], 32, "%.3f", geo(rs, n2));
+    fmt(f[1], 32, "%.3f", arith(rs, n2));
+    cwm_buf_printf(&r, "| **geometric / arithmetic mean** | | | | | %s / %s |\n\n", f[0], f[1]);
+    double gm = geo(rs, n2);
+    cwm_buf_printf(&r, "Target: world at %d within 3%% of ansor at %d (ratio at least 0.97). Measured: %s.",
+                   c->world_trials, c->ansor_trials,
+                   !isfinite(gm) ? "incomplete (runs missing: `paper_cpu --part long`)"
+                   : gm >= 0.97  ? "met"
+                                 : "**not met**");
+    cwm_buf_printf(&r, " Curves: ");
+    snprintf(ids, sizeof ids, "%s", c->long_ids);
+    int q = 0;
+    for (char *t = strtok(ids, ","); t; t = strtok(NULL, ","))
+      cwm_buf_printf(&r, "%s[%s](%s/sample_%s.svg)", q++ ? ", " : "", t, c->plots, t);
+    cwm_buf_printf(&r, ".\n\n");
+  }
+
+  /* (3) ablations */
+  cwm_buf_printf(&r, "## 3. Ablations (seed 1)\n\n");
+  const char *abl[] = {"world", "no-transition", "static", "no-contrastive"};
+  for (int b = 0; b < 2; b++) {
+    int T = b ? 200 : g_budget;
+    const char *exp = b ? "b200" : "b64";
+    cwm_buf_printf(&r, "Best latency in us after %d measurements; search seconds = tuning time minus building and "
+                       "running (scoring and evolution).\n\n| row | world | no-transition | static | no-contrastive |\n"
+                       "|---|---:|---:|---:|---:|\n", T);
+    double worse[3][MAXID], secs[4][MAXID];
+    for (int i = 0; i < nr; i++) {
+      double v[4];
+      for (int k = 0; k < 4; k++) {
+        char log[1024], sum[1024], out[1024];
+        run_paths(c, exp, abl[k], c->rows[i].id, 1, log, sum, out, sizeof log);
+        v[k] = log_count(log) >= T ? log_best(log, T) * 1e6 : NAN;
+        double ts = json_num(sum, "tuning_seconds"), bs = json_num(sum, "build_seconds"),
+               rs = json_num(sum, "run_seconds");
+        secs[k][i] = isfinite(ts) && isfinite(bs) && isfinite(rs) && json_num(sum, "resumed") == 0 ? ts - bs - rs : NAN;
+      }
+      for (int k = 1; k < 4; k++) worse[k - 1][i] = v[k] / v[0];
+      char f[4][32];
+      for (int k = 0; k < 4; k++) fmt(f[k], 32, "%.1f", v[k]);
+      cwm_buf_printf(&r, "| %s | %s | %s | %s | %s |\n", c->rows[i].id, f[0], f[1], f[2], f[3]);
+    }
+    char f[8][32];
+    for (int k = 0; k < 3; k++) fmt(f[k], 32, "%.3f", median(worse[k], nr));
+    for (int k = 0; k < 4; k++) fmt(f[3 + k], 32, "%.1f", median(secs[k], nr));
+    cwm_buf_printf(&r, "| **median latency / world's** | 1 | %s | %s | %s |\n", f[0], f[1], f[2]);
+    cwm_buf_printf(&r, "| **median search seconds** | %s | %s | %s | %s |\n\n", f[3], f[4], f[5], f[6]);
+  }
+  cwm_buf_printf(&r, "The published ablation: without the learned transition, median latency 56-69%% worse.\n\n");
+
+  /* (4) syntactic noise */
+  cwm_buf_printf(&r, "## 4. Syntactic noise\n\nThe best schedule world found (64 trials, seed 1) on one shape, replayed "
+                     "on the other, against the other's own best; and the rank correlation (Kendall's tau-b) of a model's "
+                     "scores for the same candidates (world's 64 measured ones on the first shape) on both shapes: "
+                     "1 means the off-by-one text does not change the ranking.\n\n"
+                     "| pair | own best A | A's best on B | own best B | B's best on A | world tau | ansor-pre tau | "
+                     "candidates |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  {
+    cwm_err e = {0};
+    const char *mp = cwm_world_default_path();
+    cwm_world *wm = mp ? cwm_world_load(mp, &e) : NULL;
+    cwm_costmodel *wcm = wm ? cwm_costmodel_world(wm, &e) : NULL;
+    char pf[1024];
+    snprintf(pf, sizeof pf, "%s/ansor-pretrained.bin", c->dir);
+    cwm_costmodel *acm = file_exists(pf) ? cwm_costmodel_ansor(1, pf, &e) : NULL;
+    for (int p = 0; p < NNOISE; p++) {
+      char la[1024], lb[1024], t1[1024], t2[1024];
+      noise_log(c, NOISE[p].a_id, la, sizeof la);
+      noise_log(c, NOISE[p].b_id, lb, sizeof lb);
+      snprintf(t1, sizeof t1, "%s/noise/%s_on_%s.jsonl", c->dir, NOISE[p].a_id, NOISE[p].b_id);
+      snprintf(t2, sizeof t2, "%s/noise/%s_on_%s.jsonl", c->dir, NOISE[p].b_id, NOISE[p].a_id);
+      double ba = log_best(la, g_budget), bb = log_best(lb, g_budget), ab = log_best(t1, 1), bA = log_best(t2, 1);
+      int n1 = 0, n2 = 0;
+      double rw = wcm && file_exists(la) ? noise_correlation(la, NOISE[p].a_spec, NOISE[p].b_spec, wcm, c->suite, &n1)
+                                         : NAN;
+      double ra = acm && file_exists(la) ? noise_correlation(la, NOISE[p].a_spec, NOISE[p].b_spec, acm, c->suite, &n2)
+                                         : NAN;
+      char f[6][32];
+      fmt(f[0], 32, "%.1f", ba * 1e6);
+      fmt(f[1], 32, "%.1f", ab * 1e6);
+      fmt(f[2], 32, "%.1f", bb * 1e6);
+      fmt(f[3], 32, "%.1f", bA * 1e6);
+      if (isfinite(rw)) snprintf(f[4], 32, "%.3f", rw);
+      else snprintf(f[4], 32, "-");
+      if (isfinite(ra)) snprintf(f[5], 32, "%.3f", ra);
+      else snprintf(f[5], 32, "-");
+      cwm_buf_printf(&r, "| %s / %s | %s | %s | %s | %s | %s | %s | %d |\n", NOISE[p].a_id, NOISE[p].b_id, f[0], f[1],
+                     f[2], f[3], f[4], f[5], n1);
+    }
+    cwm_costmodel_free(wcm);
+    cwm_costmodel_free(acm);
+  }
+  cwm_buf_printf(&r, "\n");
+
+  /* (5) networks */
+  cwm_buf_printf(&r, "## 5. Whole networks (64 trials per subgraph, seed 1)\n\n| network | world est. ms | ansor est. "
+                     "ms | ansor/world | PyTorch measured ms |\n|---|---:|---:|---:|---:|\n");
+  {
+    const char *nets[] = {"bert", "resnet50"};
+    for (int n = 0; n < 2; n++) {
+      char sw[1024], sa[1024], tp[1024];
+      snprintf(sw, sizeof sw, "%s/net/world_%s.json", c->dir, nets[n]);
+      snprintf(sa, sizeof sa, "%s/net/ansor_%s.json", c->dir, nets[n]);
+      snprintf(tp, sizeof tp, "%s/net/torch.tsv", c->dir);
+      double w = json_num(sw, "est_latency_ms"), a = json_num(sa, "est_latency_ms"), t = -1;
+      FILE *f = fopen(tp, "r");
+      if (f) {
+        char nm[64];
+        double v;
+        while (fscanf(f, "%63s %lf", nm, &v) == 2)
+          if (!strcmp(nm, nets[n])) t = v;
+        fclose(f);
+      }
+      char x[4][32];
+      fmt(x[0], 32, "%.2f", w);
+      fmt(x[1], 32, "%.2f", a);
+      fmt(x[2], 32, "%.3f", a / w);
+      fmt(x[3], 32, "%.2f", t);
+      cwm_buf_printf(&r, "| %s | %s | %s | %s | %s |\n", nets[n], x[0], x[1], x[2], x[3]);
+    }
+  }
+  cwm_buf_printf(&r, "\nThe estimate is the sum of weight x best latency over the network's subgraphs "
+                     "(networks/README.md); PyTorch runs the whole network eagerly, on the same threads.\n\n");
+
+  /* (6) anchors */
+  cwm_buf_printf(&r, "## 6. Vendor anchors\n\noneDNN (libdnnl, weights reordered outside the timed region) and "
+                     "PyTorch %s eager per row are in the table of section 1 (columns oneDNN, PyTorch; us, median of "
+                     "repeats in the same run as the tuning). world against oneDNN over the compute-bound rows: ",
+                 "1.13");
+  {
+    double v[MAXID], m[MAXID];
+    int a = 0, b = 0;
+    for (int i = 0; i < nr; i++) {
+      if (!isfinite(rat[0][i])) continue;
+      if (is_memory_bound(c->rows[i].op)) m[b++] = rat[0][i];
+      else v[a++] = rat[0][i];
+    }
+    char f[2][32];
+    fmt(f[0], 32, "%.3f", geo(v, a));
+    fmt(f[1], 32, "%.3f", geo(m, b));
+    cwm_buf_printf(&r, "geometric mean %s (%d rows); memory-bound rows %s (%d rows).\n", f[0], a, f[1], b);
+  }
+  cwm_err e = {0};
+  if (cwm_write_file_atomic(c->report, r.s, r.len, &e)) fprintf(stderr, "paper_cpu: %s\n", e.msg);
+  else fprintf(stderr, "paper_cpu: report written to %s (plots in %s)\n", c->report, c->plots);
+  cwm_buf_free(&r);
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+static const char *USAGE =
+    "usage: paper_cpu [--part quick|long|all|report] [--dir DIR] [--report FILE] [--plots DIR]\n"
+    "                 [--seeds 1,2,3] [--ids a,b] [--threads T] [--records LOG] [--no-torch]\n"
+    "                 [--long-ids a,b] [--world-trials N] [--ansor-trials N] [--cwm PATH] [--suite FILE]\n"
+    "Runs the paper's CPU experiments on cwm and writes REPORT.md and SVG plots (issue 6):\n"
+    "quick: budget 64 (world, ansor, ansor pre-trained on --records, random; every suite row and\n"
+    "seed), ablations at 64 (no transition, static final state, no contrastive), syntactic noise,\n"
+    "oneDNN and PyTorch anchors. long: ablations at 200, world at --world-trials (1000) against\n"
+    "ansor at --ansor-trials (10000) on --long-ids, BERT-base and ResNet-50 at 64 trials per\n"
+    "subgraph. report: only the report. Every run is `cwm tune` with its own log under --dir\n"
+    "(default bench-out/paper), so a rerun resumes. Defaults: --report REPORT.md, --plots report,\n"
+    "--records data/measured-0.2.jsonl (decompress data/measured-0.2.jsonl.xz first), 1 thread.\n";
+
+int main(int argc, char **argv) {
+  ctx_t c;
+  memset(&c, 0, sizeof c);
+  c.dir = "bench-out/paper";
+  c.report = "REPORT.md";
+  c.plots = "report";
+  c.threads = 1;
+  c.torch = 1;
+  c.world_trials = 1000;
+  c.ansor_trials = 10000;
+  const char *part = "quick", *ids = NULL, *seeds = "1,2,3";
+  static char rec[1024], cwmp[1100];
+  src_path("data/measured-0.2.jsonl", rec, sizeof rec);
+  c.records = rec;
+  snprintf(c.long_ids, sizeof c.long_ids, "%s", LONG_IDS_DEFAULT);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(USAGE, stdout);
+      return 0;
+    } else if (!strcmp(a, "--no-torch")) c.torch = 0;
+    else if (!v) {
+      fprintf(stderr, "paper_cpu: %s needs a value (or is unknown)\n%s", a, USAGE);
+      return 2;
+    } else if (!strcmp(a, "--part")) part = v, i++;
+    else if (!strcmp(a, "--dir")) c.dir = v, i++;
+    else if (!strcmp(a, "--report")) c.report = v, i++;
+    else if (!strcmp(a, "--plots")) c.plots = v, i++;
+    else if (!strcmp(a, "--seeds")) seeds = v, i++;
+    else if (!strcmp(a, "--ids")) ids = v, i++;
+    else if (!strcmp(a, "--threads")) c.threads = atoi(v), i++;
+    else if (!strcmp(a, "--records")) c.records = v, i++;
+    else if (!strcmp(a, "--long-ids")) {
+      size_t l = strlen(v) < sizeof c.long_ids - 1 ? strlen(v) : sizeof c.long_ids - 1;
+      memcpy(c.long_ids, v, l);
+      c.long_ids[l] = 0;
+      i++;
+    }
+    else if (!strcmp(a, "--world-trials")) c.world_trials = atoi(v), i++;
+    else if (!strcmp(a, "--ansor-trials")) c.ansor_trials = atoi(v), i++;
+    else if (!strcmp(a, "--cwm")) c.cwm = v, i++;
+    else if (!strcmp(a, "--budget")) g_budget = atoi(v), i++;
+    else if (!strcmp(a, "--suite")) c.suite = v, i++;
+    else {
+      fprintf(stderr, "paper_cpu: unknown option %s\n%s", a, USAGE);
+      return 2;
+    }
+  }
+  int quick = !strcmp(part, "quick") || !strcmp(part, "all"), lng = !strcmp(part, "long") || !strcmp(part, "all");
+  if (!quick && !lng && strcmp(part, "report")) {
+    fprintf(stderr, "paper_cpu: --part quick, long, all or report, not '%s'\n", part);
+    return 2;
+  }
+  if (g_budget < 1 || g_budget > 64) {
+    fprintf(stderr, "paper_cpu: --budget (smoke tests only) is 1..64\n");
+    return 2;
+  }
+  if (c.threads < 1 || c.world_trials < 64 || c.ansor_trials < 64 || c.world_trials > MAXCURVE ||
+      c.ansor_trials > MAXCURVE) {
+    fprintf(stderr, "paper_cpu: --threads >= 1, 64 <= --world-trials, --ansor-trials <= %d\n", MAXCURVE);
+    return 2;
+  }
+  char sb[256];
+  snprintf(sb, sizeof sb, "%s", seeds);
+  for (char *t = strtok(sb, ","); t && c.nseeds < MAXSEED; t = strtok(NULL, ",")) c.seeds[c.nseeds++] = atol(t);
+  if (c.nseeds < 1) {
+    fprintf(stderr, "paper_cpu: --seeds: none given\n");
+    return 2;
+  }
+  if (!c.cwm) {
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+      self[n] = 0;
+      char *sl = strrchr(self, '/');
+      if (sl) *sl = 0;
+      snprintf(cwmp, sizeof cwmp, "%s/cwm", self);
+    }
+    c.cwm = cwmp;
+  }
+  if (access(c.cwm, X_OK)) {
+    fprintf(stderr, "paper_cpu: %s is not an executable cwm (--cwm PATH)\n", c.cwm);
+    return 2;
+  }
+  if (!c.suite) c.suite = cwm_suite_default_path();
+  cwm_err e = {0};
+  char *text = cwm_read_file(c.suite, NULL, &e);
+  if (!text) {
+    fprintf(stderr, "paper_cpu: %s\n", e.msg);
+    return 5;
+  }
+  char *save = NULL;
+  for (char *ln = strtok_r(text, "\n", &save); ln && c.nrows < MAXID; ln = strtok_r(NULL, "\n", &save)) {
+    if (ln[0] == '#' || !ln[0]) continue;
+    row_t *r = &c.rows[c.nrows];
+    char params[256];
+    if (sscanf(ln, "%63[^\t]\t%31[^\t]\t%255[^\t]", r->id, r->op, params) != 3) continue;
+    if (ids) {
+      char want[600], me[70];
+      snprintf(want, sizeof want, ",%s,", ids);
+      snprintf(me, sizeof me, ",%s,", r->id);
+      if (!strstr(want, me)) continue;
+    }
+    char spec[sizeof r->spec];
+    snprintf(spec, sizeof spec, "%s %s", r->op, params);
+    memcpy(r->spec, spec, sizeof spec);
+    c.nrows++;
+  }
+  free(text);
+  if (c.nrows == 0) {
+    fprintf(stderr, "paper_cpu: no suite row selected\n");
+    return 2;
+  }
+  if (quick && !file_exists(c.records))
+    fprintf(stderr, "paper_cpu: warning: %s missing (xz -dk %s.xz); ansor-pre runs will fail\n", c.records,
+            c.records);
+  mkdirs(c.dir);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  g_prog.t0 = cwm_now();
+  char cmdline[1024];
+  snprintf(cmdline, sizeof cmdline, "./build/paper_cpu%s%s", ids ? " --ids " : "", ids ? ids : "");
+  if (quick) part_quick(&c);
+  if (lng && !g_stop) {
+    memset(&g_prog, 0, sizeof g_prog);
+    g_prog.t0 = cwm_now();
+    part_long(&c);
+  }
+  write_report(&c, cmdline);
+  if (g_stop) fprintf(stderr, "paper_cpu: interrupted; run the same command again to resume\n");
+  return g_stop ? 130 : 0;
+}
