@@ -78,6 +78,14 @@ typedef struct {
   int gguard[CWM_MAX_DIMS];     /* attached: base + local may leave the tensor */
   int nguard;
   int guard[CWM_MAX_NODES];     /* split nodes whose value may exceed their extent */
+  /* C code only: a guard whose innermost loop variable enters with a positive coefficient and
+   * every other variable of it belongs to an outer loop bounds that loop instead of an if around
+   * the statement (the loop stops where the value reaches the extent; no per-element test) */
+  int absorbed[CWM_MAX_NODES];
+  int gabsorbed[CWM_MAX_DIMS];  /* the same for a region guard (gguard) */
+  int nbound[CWM_MAX_ITERS];
+  int bound[CWM_MAX_ITERS][4];  /* guards bounding the loop at that position: g < CWM_MAX_NODES a
+                                 * split guard, CWM_MAX_NODES + r the region guard of root r */
 } lstage;
 
 typedef struct {
@@ -86,6 +94,7 @@ typedef struct {
   int text, ref;
   cwm_buf *b;
   int par_depth, simd_depth;
+  int nbounds; /* named loop bounds emitted so far (unique names) */
   int used_vec;
   int used_math; /* cwm_expf / cwm_erff: the definitions go before the kernel */
   struct cse_s *cse;
@@ -609,6 +618,113 @@ static int read_index(ctx_t *c, int p, const cwm_expr *e, const lin_t *env, lin_
   return n;
 }
 
+static void emit_lin(ctx_t *c, const lin_t *l, cwm_buf *o);
+
+static lin_t root_lin(ctx_t *c, int p, int r);
+
+/* Guard g of stage p (a split guard, or CWM_MAX_NODES + r: the region guard of root r) as
+ * "value < *ext" with value a linear form, and the index of the form's term on this stage's
+ * innermost loop in it; -1 when that loop cannot carry the guard as its bound: the term must be
+ * the plain loop variable with a positive coefficient, every other term must belong to an outer
+ * loop (of this stage, or of the stages it is attached in), and a region guard's other half,
+ * value >= 0, must hold by construction (no negative coefficient or constant). */
+static int guard_bound_term(ctx_t *c, int p, int g, lin_t *l, long *ext) {
+  const cwm_stage *st = &c->L[p].st;
+  if (g < CWM_MAX_NODES) {
+    int node = c->L[p].guard[g];
+    *l = node_lin(c, p, node, 0);
+    *ext = st->nodes[node].root >= 0 ? st->domain[st->nodes[node].root] : st->nodes[node].extent;
+  } else {
+    int r = g - CWM_MAX_NODES;
+    *l = root_lin(c, p, r);
+    *ext = body_op(c, p)->shape[r];
+    if (l->ok && l->c0 < 0) return -1;
+    for (int k = 0; l->ok && k < l->n; k++)
+      if (l->coef[k] < 0) return -1;
+  }
+  if (!l->ok || l->n == 0) return -1;
+  int best = -1, bpos = -1;
+  for (int k = 0; k < l->n; k++) {
+    if (l->a[k].stage != p) continue; /* an enclosing loop of the stage this one is attached in */
+    int pos = stage_iter_pos(st, l->a[k].node);
+    if (pos < 0) return -1;
+    if (pos > bpos) bpos = pos, best = k;
+  }
+  if (best < 0 || l->a[best].div != 1 || l->a[best].mod || l->coef[best] <= 0) return -1;
+  for (int k = 0; k < l->n; k++)
+    if (k != best && l->a[k].stage == p && stage_iter_pos(st, l->a[k].node) == bpos) return -1;
+  /* a spatial guard also guards the reduction's init, whose nest opens only the spatial loops
+   * from the first reduction loop on: every variable of the bound must exist there too */
+  int spatial = g >= CWM_MAX_NODES || st->nodes[c->L[p].guard[g]].kind == CWM_IT_SPATIAL;
+  if (spatial && body_op(c, p)->reduce != CWM_RED_NONE) {
+    int first_red = st->niters;
+    for (int i = 0; i < st->niters; i++)
+      if (st->nodes[st->iters[i]].kind == CWM_IT_REDUCE) { first_red = i; break; }
+    for (int k = 0; k < l->n; k++) {
+      if (l->a[k].stage != p) continue;
+      int pos = stage_iter_pos(st, l->a[k].node);
+      if (pos >= first_red && st->nodes[st->iters[pos]].kind != CWM_IT_SPATIAL) return -1;
+    }
+  }
+  return best;
+}
+
+static void plan_bound(ctx_t *c, int p, int g) {
+  lstage *L = &c->L[p];
+  lin_t l;
+  long ext;
+  int k = guard_bound_term(c, p, g, &l, &ext);
+  if (k < 0) return;
+  int pos = stage_iter_pos(&L->st, l.a[k].node);
+  if (L->nbound[pos] >= 4) return;
+  L->bound[pos][L->nbound[pos]++] = g;
+  if (g < CWM_MAX_NODES) L->absorbed[g] = 1;
+  else L->gabsorbed[g - CWM_MAX_NODES] = 1;
+}
+
+static void plan_guard_bounds(ctx_t *c, int p) {
+  lstage *L = &c->L[p];
+  for (int g = 0; g < L->nguard; g++) plan_bound(c, p, g);
+  const cwm_op *b = body_op(c, p);
+  if (L->local)
+    for (int r = 0; r < b->ndim; r++)
+      if (L->gguard[r]) plan_bound(c, p, CWM_MAX_NODES + r);
+}
+
+/* The loop bound at position pos of stage p: its extent, or the smallest of the extent and what
+ * the guards it absorbed allow. Owned string. */
+static char *loop_bound(ctx_t *c, int p, int pos, int in_init) {
+  const cwm_stage *st = &c->L[p].st;
+  cwm_buf b;
+  cwm_buf_init(&b);
+  cwm_buf_printf(&b, "%d", st->nodes[st->iters[pos]].extent);
+  for (int j = 0; j < c->L[p].nbound[pos]; j++) {
+    int g = c->L[p].bound[pos][j];
+    /* the init statement has no reduction guard (guard_cond), so its nest has no such bound */
+    if (in_init && g < CWM_MAX_NODES && st->nodes[c->L[p].guard[g]].kind != CWM_IT_SPATIAL) continue;
+    lin_t l;
+    long ext;
+    int k = guard_bound_term(c, p, g, &l, &ext);
+    if (k < 0) continue; /* cannot happen: planned from the same form */
+    long coef = l.coef[k];
+    for (int q = k; q + 1 < l.n; q++) l.a[q] = l.a[q + 1], l.coef[q] = l.coef[q + 1];
+    l.n--;
+    cwm_buf r, e;
+    cwm_buf_init(&r);
+    cwm_buf_init(&e);
+    emit_lin(c, &l, &r);
+    if (coef == 1) cwm_buf_printf(&e, "(%ld - (%s))", ext, r.s);
+    else cwm_buf_printf(&e, "((%ld - (%s) + %ld) / %ld)", ext, r.s, coef - 1, coef);
+    char *prev = cwm_buf_take(&b);
+    cwm_buf_init(&b);
+    cwm_buf_printf(&b, "(%s < %s ? %s : %s)", prev, e.s, prev, e.s);
+    free(prev);
+    cwm_buf_free(&r);
+    cwm_buf_free(&e);
+  }
+  return cwm_buf_take(&b);
+}
+
 static void lower_all(ctx_t *c) {
   const cwm_state *s = c->s;
   for (int p = 0; p < s->nstages; p++) {
@@ -634,6 +750,10 @@ static void lower_all(ctx_t *c) {
       long ext = n->root >= 0 ? st->domain[n->root] : n->extent;
       if (node_max(st, i, 0) >= ext && c->L[p].nguard < CWM_MAX_NODES) c->L[p].guard[c->L[p].nguard++] = i;
     }
+    memset(c->L[p].absorbed, 0, sizeof c->L[p].absorbed);
+    memset(c->L[p].gabsorbed, 0, sizeof c->L[p].gabsorbed);
+    memset(c->L[p].nbound, 0, sizeof c->L[p].nbound);
+    if (!c->text && !c->ref && !c->collect) plan_guard_bounds(c, p);
   }
   c->cur_stage = -1;
   if (!c->ref) plan_rewrites(c);
@@ -979,6 +1099,7 @@ static char *guard_cond(ctx_t *c, int p, int init) {
   for (int g = 0; g < c->L[p].nguard; g++) {
     int node = c->L[p].guard[g];
     if (init && st->nodes[node].kind != CWM_IT_SPATIAL) continue;
+    if (c->L[p].absorbed[g]) continue; /* a loop bound already (loop_bound) */
     long ext = st->nodes[node].root >= 0 ? st->domain[st->nodes[node].root] : st->nodes[node].extent;
     cwm_buf v;
     cwm_buf_init(&v);
@@ -991,7 +1112,7 @@ static char *guard_cond(ctx_t *c, int p, int init) {
     if (init && c->L[p].st.tid != c->L[p].st.body_tid && tensor_op(c, c->L[p].st.tid)->ndim != b->ndim) {
       /* rfactor stage: roots of the init are the spatial ones; fine */
     }
-    if (c->L[p].local && r < b->ndim && c->L[p].gguard[r]) {
+    if (c->L[p].local && r < b->ndim && c->L[p].gguard[r] && !c->L[p].gabsorbed[r]) {
       char *v = root_value(c, p, r, 1);
       cwm_buf_printf(&o, "%s%s >= 0 && %s < %d", o.len ? " && " : "", v, v, b->shape[r]);
       free(v);
@@ -1154,6 +1275,20 @@ static int open_loop_(ctx_t *c, int p, int pos, int depth, int in_init) {
   }
   /* returns a bit set: 1 opened a parallel region, 2 opened a simd loop */
   int par = 0;
+  char bnd[340];
+  snprintf(bnd, sizeof bnd, "%d", n->extent);
+  char *e = c->L[p].nbound[pos] ? loop_bound(c, p, pos, in_init) : NULL;
+  if (e && strcmp(e, bnd) == 0) {
+    free(e);
+    e = NULL;
+  }
+  if (e) {
+    /* a named bound before the pragmas: GCC drops an unroll annotation on a loop whose
+     * condition holds a conditional expression; the name is unique in the kernel */
+    snprintf(bnd, sizeof bnd, "%s_n%d", nm, c->nbounds++);
+    line(c, depth, "const int %s = %s;", bnd, e);
+    free(e);
+  }
   if (ann == CWM_ANN_PARALLEL && c->par_depth == 0 && c->simd_depth == 0 && n->extent > 1) {
     line(c, depth, "#pragma omp parallel for");
     c->par_depth++;
@@ -1165,7 +1300,7 @@ static int open_loop_(ctx_t *c, int p, int pos, int depth, int in_init) {
   } else if (unroll > 1) {
     line(c, depth, "#pragma GCC unroll %d", unroll);
   }
-  line(c, depth, "for (int %s = 0; %s < %d; ++%s) {", nm, nm, n->extent, nm);
+  line(c, depth, "for (int %s = 0; %s < %s; ++%s) {", nm, nm, bnd, nm);
   return par;
 }
 
