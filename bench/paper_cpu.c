@@ -57,6 +57,7 @@ typedef struct {
 
 static volatile sig_atomic_t g_stop;
 static int g_budget = 64; /* the quick part's budget; smaller only for a smoke test (--budget) */
+static int g_no_static;   /* --no-static: leave out the static-final-state ablation (slow) */
 static void on_signal(int s) {
   (void)s;
   g_stop = 1;
@@ -578,7 +579,9 @@ static const row_t *row_by_id(const ctx_t *c, const char *id) {
 }
 
 static void part_quick(const ctx_t *c) {
-  g_prog.total = c->nrows * (4 * c->nseeds + 3) + 2 * NNOISE;
+  int npairs = 0;
+  for (int p = 0; p < NNOISE; p++) npairs += row_by_id(c, NOISE[p].a_id) != NULL;
+  g_prog.total = c->nrows * (4 * c->nseeds + 3) + 2 * npairs;
   g_prog.trials_total = (long)g_prog.total * g_budget;
   measure_anchors(c);
   /* budget 64: seeds outermost, so an early stop still leaves whole seeds */
@@ -587,10 +590,13 @@ static void part_quick(const ctx_t *c) {
       for (int k = 0; k < 4 && !g_stop; k++)
         tune_run(c, "b64", QUICK_MODELS[k], c->rows[i].id, c->rows[i].spec, c->seeds[s], g_budget);
   for (int i = 0; i < c->nrows && !g_stop; i++)
-    for (int k = 0; k < 3 && !g_stop; k++) tune_run(c, "b64", ABL_MODELS[k], c->rows[i].id, c->rows[i].spec, 1, g_budget);
-  /* noise: the off-by-one shapes that are not suite rows get their own world run */
+    for (int k = 0; k < 3 && !g_stop; k++)
+      if (!(g_no_static && !strcmp(ABL_MODELS[k], "static")))
+        tune_run(c, "b64", ABL_MODELS[k], c->rows[i].id, c->rows[i].spec, 1, g_budget);
+  /* noise: the off-by-one shapes that are not suite rows get their own world run (pairs whose
+   * first shape is not among the selected rows are left out) */
   for (int p = 0; p < NNOISE && !g_stop; p++)
-    for (int side = 0; side < 2 && !g_stop; side++) {
+    for (int side = 0; side < 2 && !g_stop && row_by_id(c, NOISE[p].a_id); side++) {
       const char *id = side ? NOISE[p].b_id : NOISE[p].a_id, *spec = side ? NOISE[p].b_spec : NOISE[p].a_spec;
       char log[1024];
       noise_log(c, id, log, sizeof log);
@@ -603,6 +609,7 @@ static void part_quick(const ctx_t *c) {
   snprintf(nd, sizeof nd, "%s/noise", c->dir);
   mkdirs(nd);
   for (int p = 0; p < NNOISE && !g_stop; p++) {
+    if (!row_by_id(c, NOISE[p].a_id)) continue;
     char la[1024], lb[1024], tag[256];
     noise_log(c, NOISE[p].a_id, la, sizeof la);
     noise_log(c, NOISE[p].b_id, lb, sizeof lb);
@@ -802,7 +809,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
     for (int k = 1; k < 4; k++) fmt(f[5 + k], 32, "%.2f", rat[k][i]);
     fmt(f[9], 32, "%.2f", rat[0][i]);
     cwm_buf_printf(&r, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", w->id, f[0], f[1], f[2], f[3],
-                   f[4], f[5], f[7], f[8], f[6], f[9]);
+                   f[4], f[5], f[6], f[7], f[8], f[9]);
   }
   char g[8][32];
   for (int k = 1; k < 4; k++) fmt(g[k], 32, "%.3f", geo(rat[k], nr));
@@ -1074,6 +1081,7 @@ static const char *USAGE =
     "usage: paper_cpu [--part quick|long|all|report] [--dir DIR] [--report FILE] [--plots DIR]\n"
     "                 [--seeds 1,2,3] [--ids a,b] [--threads T] [--records LOG] [--no-torch]\n"
     "                 [--long-ids a,b] [--world-trials N] [--ansor-trials N] [--cwm PATH] [--suite FILE]\n"
+    "                 [--no-static]\n"
     "Runs the paper's CPU experiments on cwm and writes REPORT.md and SVG plots (issue 6):\n"
     "quick: budget 64 (world, ansor, ansor pre-trained on --records, random; every suite row and\n"
     "seed), ablations at 64 (no transition, static final state, no contrastive), syntactic noise,\n"
@@ -1081,7 +1089,9 @@ static const char *USAGE =
     "ansor at --ansor-trials (10000) on --long-ids, BERT-base and ResNet-50 at 64 trials per\n"
     "subgraph. report: only the report. Every run is `cwm tune` with its own log under --dir\n"
     "(default bench-out/paper), so a rerun resumes. Defaults: --report REPORT.md, --plots report,\n"
-    "--records data/measured-0.2.jsonl (decompress data/measured-0.2.jsonl.xz first), 1 thread.\n";
+    "--records data/measured-0.2.jsonl (decompress data/measured-0.2.jsonl.xz first), 1 thread.\n"
+    "--no-static leaves out the static-final-state ablation (it prints and encodes every\n"
+    "candidate the search scores: minutes per run).\n";
 
 int main(int argc, char **argv) {
   ctx_t c;
@@ -1104,6 +1114,7 @@ int main(int argc, char **argv) {
       fputs(USAGE, stdout);
       return 0;
     } else if (!strcmp(a, "--no-torch")) c.torch = 0;
+    else if (!strcmp(a, "--no-static")) g_no_static = 1;
     else if (!v) {
       fprintf(stderr, "paper_cpu: %s needs a value (or is unknown)\n%s", a, USAGE);
       return 2;

@@ -226,6 +226,9 @@ static void test_action_features(void) {
            row[CWM_ACT_VEC_LEN]);
     CHECK(row[CWM_ACT_UNROLL] == 0 && row[CWM_ACT_COMPUTE_AT] == 0 && row[CWM_ACT_INLINED] == 0);
     CHECK(row[CWM_ACT_STAGES] == 1);
+    /* no recomputation, and the innermost loop is spatial */
+    CHECKF(row[CWM_ACT_REDUNDANCY] == 0 && row[CWM_ACT_SCALAR_RED] == 0, "work %g %g", row[CWM_ACT_REDUNDANCY],
+           row[CWM_ACT_SCALAR_RED]);
     CHECK(row[CWM_ACT_CORES] == 3 && row[CWM_ACT_VEC_WIDTH] == 8 && row[CWM_ACT_L1] == 32 && row[CWM_ACT_L2] == 512 &&
           row[CWM_ACT_L3] == 4096);
     /* without the state: the state's columns are missing, the rest from the steps */
@@ -254,7 +257,37 @@ static void test_action_features(void) {
     /* the fused outer loop i.0 x j.0: 64/(4*8)=2 times 64/16=4 */
     CHECKF(row[CWM_ACT_PAR_EXTENT] == 8 && row[CWM_ACT_PAR_LOOPS] == 1, "par %g", row[CWM_ACT_PAR_EXTENT]);
     CHECKF(row[CWM_ACT_VEC_LOOPS] == 1 && row[CWM_ACT_VEC_LEN] > 0, "vec %g", row[CWM_ACT_VEC_LEN]);
+    /* a cache write at the consumer's tile computes every element once */
+    CHECKF(fabsf(row[CWM_ACT_REDUNDANCY]) < 1e-3f, "redundancy %g", row[CWM_ACT_REDUNDANCY]);
     for (int i = 0; i < CWM_ACT_NFEAT; i++) CHECK(isfinite(row[i]));
+    cwm_state_free(s);
+  }
+  free(st);
+  cwm_dag_free(d);
+
+  /* layer norm: the two row reductions are serial chains in the initial state (2 of 3 equal
+   * parts of the work); var computed inside the output's column tile (12 of them per row)
+   * recomputes it 12 times */
+  w = cwm_workload_from_spec("layernorm M=16 N=96", NULL, &e);
+  d = w ? cwm_dag_new(w, &e) : NULL;
+  cwm_workload_free(w);
+  CHECKF(d != NULL, "%s", e.msg);
+  if (!d) return;
+  s = replay(d, "[]", &st, &n);
+  CHECK(s != NULL);
+  if (s) {
+    cwm_action_features(st, n, s, &hw, row);
+    CHECKF(row[CWM_ACT_REDUNDANCY] == 0 && fabsf(row[CWM_ACT_SCALAR_RED] - 2.0f / 3.0f) < 1e-5f, "layernorm %g %g",
+           row[CWM_ACT_REDUNDANCY], row[CWM_ACT_SCALAR_RED]);
+    cwm_state_free(s);
+  }
+  free(st);
+  s = replay(d, "[[\"SP\",5,1,96,[8],1],[\"CA\",4,5,1]]", &st, &n);
+  CHECK(s != NULL);
+  if (s) {
+    cwm_action_features(st, n, s, &hw, row);
+    /* var: 16 x 96 x 12 executions instead of 16 x 96; total (12 + 2) / 3 of the minimum */
+    CHECKF(fabsf(row[CWM_ACT_REDUNDANCY] - (float)log2(14.0 / 3.0)) < 1e-4f, "redundancy %g", row[CWM_ACT_REDUNDANCY]);
     cwm_state_free(s);
   }
   free(st);

@@ -72,4 +72,13 @@ typedef struct {
 
 int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err);
 
+/* How much work the loops of a complete state do, from bound inference alone (no code): loop-body
+ * executions summed over the computed stages, the same for their ops' domains (what computing
+ * every element once costs), and the executions in reductions whose innermost loop is a
+ * reduction loop (a serial accumulation chain). CWM_ESTEP for a sketch. */
+typedef struct {
+  double execs, minimal, serial;
+} cwm_work;
+int cwm_lower_work(const cwm_state *s, cwm_work *w);
+
 #endif

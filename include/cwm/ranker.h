@@ -121,7 +121,12 @@ const cwm_hwinfo *cwm_hwinfo_host(void);
 #define CWM_ACT_L1 28           /* hardware: L1 data cache, KiB */
 #define CWM_ACT_L2 29           /* hardware: L2, KiB */
 #define CWM_ACT_L3 30           /* hardware: L3, KiB */
-#define CWM_ACT_NFEAT 31
+#define CWM_ACT_REDUNDANCY 31   /* (state) log2 of the loop-body executions of every stage (its
+                                   loops times the loops of where it is computed) over its op's
+                                   domain: 0 unless a compute location recomputes */
+#define CWM_ACT_SCALAR_RED 32   /* (state) share of those executions in reductions whose innermost
+                                   loop is a reduction loop (a serial accumulation chain) */
+#define CWM_ACT_NFEAT 33
 
 /* Fills row[CWM_ACT_NFEAT] from steps[0..n), the final state (may be NULL) and hw (NULL: the
  * host). Never fails. */

@@ -18,7 +18,8 @@
 #include "cwm/tokenizer.h"
 
 /* Model file format version of the world model (inside the container's own version). */
-#define CWM_WORLD_VERSION 2 /* 2: the value head (val.*) and rows [z - z_0 | value | ...] */
+#define CWM_WORLD_VERSION 3 /* 2: the value head (val.*) and rows [z - z_0 | value | ...];
+                              * 3: two more action features (redundant work, serial reductions) */
 
 typedef struct {
   cwm_enc_config enc; /* vocab is set from the vocabulary */

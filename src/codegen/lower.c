@@ -100,6 +100,7 @@ typedef struct {
   struct cse_s *cse;
   /* store collection (cwm_lower_stores): the open loops and the stores seen */
   int collect, last_unroll;
+  int work_only; /* cwm_lower_work: bound inference only */
   int nloop;
   struct { int stage, node, extent, ann, unroll, reduce; } loop[CWM_STORE_MAX_LOOPS];
   cwm_store *stores;
@@ -756,7 +757,7 @@ static void lower_all(ctx_t *c) {
     if (!c->text && !c->ref && !c->collect) plan_guard_bounds(c, p);
   }
   c->cur_stage = -1;
-  if (!c->ref) plan_rewrites(c);
+  if (!c->ref && !c->work_only) plan_rewrites(c);
 }
 
 /* ---- names ---- */
@@ -1778,6 +1779,50 @@ static void collect_store(ctx_t *c, int p, int is_init) {
   lin_t env[CWM_MAX_DIMS * 2];
   for (int r = 0; r < b->ndim + b->nred; r++) env[r] = root_lin(c, p, r);
   count_expr(c, so, b->body, env, 0);
+}
+
+/* Executions of the loops around stage p's own loops, from the lowered extents. */
+static double enclosing_execs(ctx_t *c, int p, int depth) {
+  const cwm_stage *st = &c->L[p].st;
+  if (st->loc != CWM_LOC_ITER || depth > CWM_MAX_STAGES) return 1;
+  int q = st->attach_stage;
+  if (q < 0 || q >= c->s->nstages) return 1;
+  const cwm_stage *sq = &c->L[q].st;
+  double e = enclosing_execs(c, q, depth + 1);
+  for (int k = 0; k < sq->niters; k++) {
+    e *= sq->nodes[sq->iters[k]].extent;
+    if (sq->iters[k] == st->attach_node) break;
+  }
+  return e;
+}
+
+int cwm_lower_work(const cwm_state *s, cwm_work *w) {
+  memset(w, 0, sizeof *w);
+  if (!cwm_state_is_complete(s)) return CWM_ESTEP;
+  ctx_t *c = cwm_xcalloc(1, sizeof *c);
+  cwm_buf body;
+  cwm_buf_init(&body);
+  c->s = s;
+  c->b = &body;
+  c->collect = 1;
+  c->work_only = 1;
+  lower_all(c);
+  for (int p = 0; p < s->nstages; p++) {
+    const cwm_stage *st = &c->L[p].st;
+    if (cwm_stage_is_placeholder(s, p) || st->loc == CWM_LOC_INLINE) continue;
+    const cwm_op *b = body_op(c, p);
+    double e = enclosing_execs(c, p, 0), m = 1;
+    for (int k = 0; k < st->niters; k++) e *= st->nodes[st->iters[k]].extent;
+    for (int d = 0; d < b->ndim; d++) m *= b->shape[d];
+    for (int r = 0; r < b->nred; r++) m *= b->red_extent[r];
+    w->execs += e;
+    w->minimal += m;
+    if (b->reduce != CWM_RED_NONE && st->niters > 0 && st->nodes[st->iters[st->niters - 1]].kind == CWM_IT_REDUCE)
+      w->serial += e;
+  }
+  cwm_buf_free(&body);
+  ctx_free(c);
+  return 0;
 }
 
 int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cwm/codegen.h"
 #include "cwm/ranker.h"
 
 _Static_assert(CWM_S__COUNT == CWM_ACT_LEN - CWM_ACT_KIND, "one count column per step kind");
@@ -93,6 +94,17 @@ static double occupancy(double extent, double width) {
   return extent / (ceil(extent / width) * width);
 }
 
+/* CWM_ACT_REDUNDANCY and CWM_ACT_SCALAR_RED of a final state (see ranker.h). */
+static void work_features(const cwm_state *s, float *row) {
+  cwm_work w;
+  if (cwm_lower_work(s, &w) != 0) {
+    row[CWM_ACT_REDUNDANCY] = row[CWM_ACT_SCALAR_RED] = NAN;
+    return;
+  }
+  row[CWM_ACT_REDUNDANCY] = w.minimal > 0 && w.execs > 0 ? (float)log2(w.execs / w.minimal) : 0;
+  row[CWM_ACT_SCALAR_RED] = w.execs > 0 ? (float)(w.serial / w.execs) : 0;
+}
+
 void cwm_action_features(const cwm_step *steps, int n, const cwm_state *final, const cwm_hwinfo *hw, float *row) {
   if (!hw) hw = cwm_hwinfo_host();
   for (int i = 0; i < CWM_ACT_NFEAT; i++) row[i] = 0;
@@ -145,9 +157,10 @@ void cwm_action_features(const cwm_step *steps, int n, const cwm_state *final, c
     row[CWM_ACT_VEC_LEN] = (float)vec_len;
     row[CWM_ACT_VEC_EFF] = (float)occupancy(vec_len, hw->vector_floats);
     row[CWM_ACT_STAGES] = (float)stages;
+    work_features(final, row);
   } else {
     row[CWM_ACT_PAR_EXTENT] = row[CWM_ACT_PAR_EFF] = row[CWM_ACT_VEC_LEN] = row[CWM_ACT_VEC_EFF] = NAN;
-    row[CWM_ACT_STAGES] = NAN;
+    row[CWM_ACT_STAGES] = row[CWM_ACT_REDUNDANCY] = row[CWM_ACT_SCALAR_RED] = NAN;
   }
   row[CWM_ACT_PAR_LOOPS] = (float)par_loops;
   row[CWM_ACT_VEC_LOOPS] = (float)vec_loops;

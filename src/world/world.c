@@ -192,7 +192,7 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
     cwm_fail(err, CWM_EMODEL, "model file %s: world.config has no world_version", path);
     goto out;
   }
-  if (ver != CWM_WORLD_VERSION && ver != 1) {
+  if (ver != CWM_WORLD_VERSION && ver != 1 && ver != 2) {
     cwm_fail(err, CWM_EMODEL, "model file %s: world model version %d; this cwm reads version %d (retrain with cwm train)",
              path, ver, CWM_WORLD_VERSION);
     goto out;
@@ -248,8 +248,9 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   }
   if (ver == 1) wm_value_init(&w->tp, 1);
   size_t rn = 0;
-  /* a version-1 ranker read rows of another layout: it is left out (train the ranker again) */
-  const void *rb = ver == 1 ? NULL : cwm_mfile_bytes(f, "ranker", &rn);
+  /* a ranker of version 1 or 2 read rows of another layout: it is left out (train the ranker
+   * again: cwm train ranker --model-file OLD --records LOG --out NEW) */
+  const void *rb = ver < CWM_WORLD_VERSION ? NULL : cwm_mfile_bytes(f, "ranker", &rn);
   if (rb) {
     w->ranker = cwm_ranker_load(rb, rn, err);
     if (!w->ranker) goto fail;
