@@ -1796,17 +1796,23 @@ static double enclosing_execs(ctx_t *c, int p, int depth) {
   return e;
 }
 
+/* A lowered context in collect mode (no code kept): the stores' or the work's analysis. */
+static ctx_t *lowered_for_analysis(const cwm_state *s, cwm_buf *body, int work_only) {
+  ctx_t *c = cwm_xcalloc(1, sizeof *c);
+  cwm_buf_init(body);
+  c->s = s;
+  c->b = body;
+  c->collect = 1;
+  c->work_only = work_only;
+  lower_all(c);
+  return c;
+}
+
 int cwm_lower_work(const cwm_state *s, cwm_work *w) {
   memset(w, 0, sizeof *w);
   if (!cwm_state_is_complete(s)) return CWM_ESTEP;
-  ctx_t *c = cwm_xcalloc(1, sizeof *c);
   cwm_buf body;
-  cwm_buf_init(&body);
-  c->s = s;
-  c->b = &body;
-  c->collect = 1;
-  c->work_only = 1;
-  lower_all(c);
+  ctx_t *c = lowered_for_analysis(s, &body, 1);
   for (int p = 0; p < s->nstages; p++) {
     const cwm_stage *st = &c->L[p].st;
     if (cwm_stage_is_placeholder(s, p) || st->loc == CWM_LOC_INLINE) continue;
@@ -1827,13 +1833,8 @@ int cwm_lower_work(const cwm_state *s, cwm_work *w) {
 
 int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err) {
   if (!cwm_state_is_complete(s)) return cwm_fail(err, CWM_ESTEP, "the state is a sketch");
-  ctx_t *c = cwm_xcalloc(1, sizeof *c);
   cwm_buf body;
-  cwm_buf_init(&body);
-  c->s = s;
-  c->b = &body;
-  c->collect = 1;
-  lower_all(c);
+  ctx_t *c = lowered_for_analysis(s, &body, 0);
   for (int p = 0; p < s->nstages; p++)
     if (!cwm_stage_is_placeholder(s, p) && s->stages[p].loc == CWM_LOC_ROOT) emit_stage(c, p, 1);
   *out = c->stores;
