@@ -836,16 +836,17 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
     int ok = 1;
     double norm = 1e300;
     for (int k = 0; k < 4; k++) {
+      double cv[MAXSEED][64]; /* each seed's curve, read once */
+      for (int q = 0; q < ns; q++) {
+        char log[1024], sum[1024], out[1024];
+        run_paths(c, "b64", QUICK_MODELS[k], w->id, c->seeds[q], log, sum, out, sizeof log);
+        best_curve(log, cv[q], g_budget);
+      }
       for (int t = 0; t < g_budget; t++) {
         double v[MAXSEED];
         int m = 0;
-        for (int q = 0; q < ns; q++) {
-          char log[1024], sum[1024], out[1024];
-          double cv[64];
-          run_paths(c, "b64", QUICK_MODELS[k], w->id, c->seeds[q], log, sum, out, sizeof log);
-          best_curve(log, cv, g_budget);
-          if (isfinite(cv[t])) v[m++] = cv[t];
-        }
+        for (int q = 0; q < ns; q++)
+          if (isfinite(cv[q][t])) v[m++] = cv[q][t];
         y[k][t] = m == ns ? geo(v, m) : NAN;
       }
       if (!isfinite(y[k][g_budget - 1])) ok = 0;

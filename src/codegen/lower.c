@@ -623,6 +623,13 @@ static void emit_lin(ctx_t *c, const lin_t *l, cwm_buf *o);
 
 static lin_t root_lin(ctx_t *c, int p, int r);
 
+/* Position of the stage's first reduction loop, -1 if it has none. */
+static int first_reduce_pos(const cwm_stage *st) {
+  for (int i = 0; i < st->niters; i++)
+    if (st->nodes[st->iters[i]].kind == CWM_IT_REDUCE) return i;
+  return -1;
+}
+
 /* Guard g of stage p (a split guard, or CWM_MAX_NODES + r: the region guard of root r) as
  * "value < *ext" with value a linear form, and the index of the form's term on this stage's
  * innermost loop in it; -1 when that loop cannot carry the guard as its bound: the term must be
@@ -658,10 +665,8 @@ static int guard_bound_term(ctx_t *c, int p, int g, lin_t *l, long *ext) {
    * from the first reduction loop on: every variable of the bound must exist there too */
   int spatial = g >= CWM_MAX_NODES || st->nodes[c->L[p].guard[g]].kind == CWM_IT_SPATIAL;
   if (spatial && body_op(c, p)->reduce != CWM_RED_NONE) {
-    int first_red = st->niters;
-    for (int i = 0; i < st->niters; i++)
-      if (st->nodes[st->iters[i]].kind == CWM_IT_REDUCE) { first_red = i; break; }
-    for (int k = 0; k < l->n; k++) {
+    int first_red = first_reduce_pos(st);
+    for (int k = 0; k < l->n && first_red >= 0; k++) {
       if (l->a[k].stage != p) continue;
       int pos = stage_iter_pos(st, l->a[k].node);
       if (pos >= first_red && st->nodes[st->iters[pos]].kind != CWM_IT_SPATIAL) return -1;
@@ -1594,10 +1599,7 @@ static void emit_stage(ctx_t *c, int p, int depth) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
   if (c->text && st->auto_unroll) line(c, depth, "pragma auto_unroll_max_step=%d", st->auto_unroll);
-  int first_red = -1;
-  if (b->reduce != CWM_RED_NONE)
-    for (int i = 0; i < st->niters; i++)
-      if (st->nodes[st->iters[i]].kind == CWM_IT_REDUCE) { first_red = i; break; }
+  int first_red = b->reduce != CWM_RED_NONE ? first_reduce_pos(st) : -1;
   int par[CWM_MAX_ITERS];
   int d = depth;
   if (b->reduce != CWM_RED_NONE && first_red < 0) {
