@@ -231,6 +231,10 @@ static void test_action_features(void) {
            row[CWM_ACT_SCALAR_RED]);
     CHECK(row[CWM_ACT_CORES] == 3 && row[CWM_ACT_VEC_WIDTH] == 8 && row[CWM_ACT_L1] == 32 && row[CWM_ACT_L2] == 512 &&
           row[CWM_ACT_L3] == 4096);
+    /* register tile: j.1 (16 accumulators) inside k (64); per k: A[i, k] one element, B[k, j] 16 */
+    CHECKF(near(row[CWM_ACT_TILE_ACC], 4) && near(row[CWM_ACT_TILE_REUSE], 16.0f / 17.0f) &&
+               near(row[CWM_ACT_RED_INNER], 6),
+           "tile %g %g %g", row[CWM_ACT_TILE_ACC], row[CWM_ACT_TILE_REUSE], row[CWM_ACT_RED_INNER]);
     /* without the state: the state's columns are missing, the rest from the steps */
     float r2[CWM_ACT_NFEAT];
     cwm_action_features(st, n, NULL, &hw, r2);
@@ -259,6 +263,10 @@ static void test_action_features(void) {
     CHECKF(row[CWM_ACT_VEC_LOOPS] == 1 && row[CWM_ACT_VEC_LEN] > 0, "vec %g", row[CWM_ACT_VEC_LEN]);
     /* a cache write at the consumer's tile computes every element once */
     CHECKF(fabsf(row[CWM_ACT_REDUNDANCY]) < 1e-3f, "redundancy %g", row[CWM_ACT_REDUNDANCY]);
+    /* the local stage's loops i.0 j.0 i.1 k.0 i.2 k.1 j.1: 16 accumulators inside k.1 (8) */
+    CHECKF(near(row[CWM_ACT_TILE_ACC], 4) && near(row[CWM_ACT_TILE_REUSE], 16.0f / 17.0f) &&
+               near(row[CWM_ACT_RED_INNER], 3),
+           "tile %g %g %g", row[CWM_ACT_TILE_ACC], row[CWM_ACT_TILE_REUSE], row[CWM_ACT_RED_INNER]);
     for (int i = 0; i < CWM_ACT_NFEAT; i++) CHECK(isfinite(row[i]));
     cwm_state_free(s);
   }

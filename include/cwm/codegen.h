@@ -78,6 +78,10 @@ int cwm_lower_stores(const cwm_state *s, cwm_store **out, int *n, cwm_err *err);
  * reduction loop (a serial accumulation chain). CWM_ESTEP for a sketch. */
 typedef struct {
   double execs, minimal, serial;
+  /* The register tile of the reduction stage with the most executions (0s when there is none):
+   * spatial iterations inside its innermost reduction loop (the accumulators), elements its reads
+   * touch per execution of that loop (the loads), and that loop's extent. */
+  double tile_acc, tile_loads, red_inner;
 } cwm_work;
 int cwm_lower_work(const cwm_state *s, cwm_work *w);
 

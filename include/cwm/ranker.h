@@ -126,7 +126,13 @@ const cwm_hwinfo *cwm_hwinfo_host(void);
                                    domain: 0 unless a compute location recomputes */
 #define CWM_ACT_SCALAR_RED 32   /* (state) share of those executions in reductions whose innermost
                                    loop is a reduction loop (a serial accumulation chain) */
-#define CWM_ACT_NFEAT 33
+#define CWM_ACT_TILE_ACC 33     /* (state) log2 of the accumulators of the main reduction (the one
+                                   with the most loop-body executions): spatial iterations inside
+                                   its innermost reduction loop; 0 without a reduction */
+#define CWM_ACT_TILE_REUSE 34   /* (state) those accumulators over the elements the reads touch per
+                                   execution of that loop: FMAs per load of the register tile */
+#define CWM_ACT_RED_INNER 35    /* (state) log2 of that innermost reduction loop's extent */
+#define CWM_ACT_NFEAT 36
 
 /* Fills row[CWM_ACT_NFEAT] from steps[0..n), the final state (may be NULL) and hw (NULL: the
  * host). Never fails. */

@@ -18,8 +18,9 @@
 #include "cwm/tokenizer.h"
 
 /* Model file format version of the world model (inside the container's own version). */
-#define CWM_WORLD_VERSION 3 /* 2: the value head (val.*) and rows [z - z_0 | value | ...];
-                              * 3: two more action features (redundant work, serial reductions) */
+#define CWM_WORLD_VERSION 4 /* 2: the value head (val.*) and rows [z - z_0 | value | ...];
+                              * 3: two more action features (redundant work, serial reductions);
+                              * 4: three more (the main reduction's register tile) */
 
 typedef struct {
   cwm_enc_config enc; /* vocab is set from the vocabulary */
@@ -153,6 +154,12 @@ typedef struct {
  * (trained on the training part of the same records) and random; scoring speed; noise-pair
  * embedding similarity. Appends a Markdown report to out. */
 int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, cwm_err *err);
+
+/* How the cost model m orders the measured records of each workload of records (all of them, no
+ * split): per workload the best latency, the latency of the model's first pick, top-k scores,
+ * NDCG@10 and Kendall's tau, as a Markdown table; with list, every record in the model's order.
+ * For looking into a search: which of the candidates it measured the model would have put first. */
+int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out, cwm_err *err);
 
 /* Ansor's cost model trained on the measured records of records (the training part of the split
  * by workload when vf > 0, everything when vf = 0) and saved to out: the file `cwm tune --model

@@ -54,7 +54,14 @@ static const char *EVAL_HELP =
     "scoring speed of world and ansor on the same candidates, and the embedding similarity of\n"
     "shape +-1 noise pairs against random pairs, as Markdown (also to --out). --dump-rows\n"
     "writes every record's features for analysis, a line each: part (0 training, 1 held-out),\n"
-    "group, cost (s), ansor's score (held-out only), z_T, action features, E(s_T), z_0.\n";
+    "group, cost (s), ansor's score (held-out only), z_T, action features, E(s_T), z_0.\n"
+    "\n"
+    "usage: cwm eval score --records LOG [--model {world,ansor,random}] [--model-file MODEL]\n"
+    "                      [--pretrained FILE] [--seed S] [--list]\n"
+    "How a cost model (default world, the default model file) orders the measured records of\n"
+    "each workload in LOG (a tuning log, all of it): best latency, the latency of the model's\n"
+    "first pick and best of its top 8, top-1/top-5 scores, NDCG@10, Kendall's tau; --list\n"
+    "prints every record in the model's order. For looking into a search's picks.\n";
 
 static volatile int g_stop;
 static void on_signal(int sig) {
@@ -213,11 +220,33 @@ int cmd_train(int argc, char **argv) {
   return 0;
 }
 
+static int eval_score(int argc, char **argv) {
+  cli_opt o[] = {{"--records", 1, NULL},    {"--model", 1, NULL}, {"--model-file", 1, NULL},
+                 {"--pretrained", 1, NULL}, {"--seed", 1, NULL},  {"--list", 0, NULL}};
+  int rc = cli_parse(argc, argv, o, NOPT(o), EVAL_HELP);
+  if (rc) return rc < 0 ? 0 : rc;
+  const char *recs = cli_get(o, NOPT(o), "--records"), *model = cli_get(o, NOPT(o), "--model");
+  if (!recs) return cli_usage("eval", EVAL_HELP, "--records LOG is required");
+  cwm_err e = {0};
+  cwm_costmodel *m = cli_costmodel(model ? model : "world", (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1),
+                                   cli_get(o, NOPT(o), "--pretrained"), cli_get(o, NOPT(o), "--model-file"), &e);
+  if (!m) return cli_fail(&e);
+  cwm_buf out;
+  cwm_buf_init(&out);
+  cwm_buf_printf(&out, "# cwm eval score\n\nmodel %s, records %s\n\n", m->name, recs);
+  rc = cwm_eval_score(m, recs, cli_get(o, NOPT(o), "--list") != NULL, &out, &e);
+  cwm_costmodel_free(m);
+  if (!rc) fputs(out.s, stdout);
+  cwm_buf_free(&out);
+  return rc ? cli_fail(&e) : 0;
+}
+
 int cmd_eval(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '-') {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) return cli_usage("eval", EVAL_HELP, NULL);
-    return cli_usage("eval", EVAL_HELP, "which evaluation? ranking");
+    return cli_usage("eval", EVAL_HELP, "which evaluation? ranking or score");
   }
+  if (!strcmp(argv[1], "score")) return eval_score(argc - 1, argv + 1);
   if (strcmp(argv[1], "ranking")) return cli_usage("eval", EVAL_HELP, "unknown evaluation '%s'", argv[1]);
   cli_opt o[] = {{"--model-file", 1, NULL}, {"--records", 1, NULL}, {"--valid-fraction", 1, NULL},
                  {"--ablation-model", 1, NULL}, {"--seed", 1, NULL}, {"--out", 1, NULL},

@@ -94,13 +94,18 @@ static double occupancy(double extent, double width) {
   return extent / (ceil(extent / width) * width);
 }
 
-/* CWM_ACT_REDUNDANCY and CWM_ACT_SCALAR_RED of a final state (see ranker.h). */
+/* CWM_ACT_REDUNDANCY, CWM_ACT_SCALAR_RED and the register-tile columns of a final state (see
+ * ranker.h). */
 static void work_features(const cwm_state *s, float *row) {
   cwm_work w;
   if (cwm_lower_work(s, &w) != 0) {
     row[CWM_ACT_REDUNDANCY] = row[CWM_ACT_SCALAR_RED] = NAN;
+    row[CWM_ACT_TILE_ACC] = row[CWM_ACT_TILE_REUSE] = row[CWM_ACT_RED_INNER] = NAN;
     return;
   }
+  row[CWM_ACT_TILE_ACC] = w.tile_acc > 0 ? (float)log2(w.tile_acc) : 0;
+  row[CWM_ACT_TILE_REUSE] = w.tile_loads > 0 ? (float)(w.tile_acc / w.tile_loads) : 0;
+  row[CWM_ACT_RED_INNER] = w.red_inner > 0 ? (float)log2(w.red_inner) : 0;
   row[CWM_ACT_REDUNDANCY] = w.minimal > 0 && w.execs > 0 ? (float)log2(w.execs / w.minimal) : 0;
   row[CWM_ACT_SCALAR_RED] = w.execs > 0 ? (float)(w.serial / w.execs) : 0;
 }
@@ -161,6 +166,7 @@ void cwm_action_features(const cwm_step *steps, int n, const cwm_state *final, c
   } else {
     row[CWM_ACT_PAR_EXTENT] = row[CWM_ACT_PAR_EFF] = row[CWM_ACT_VEC_LEN] = row[CWM_ACT_VEC_EFF] = NAN;
     row[CWM_ACT_STAGES] = row[CWM_ACT_REDUNDANCY] = row[CWM_ACT_SCALAR_RED] = NAN;
+    row[CWM_ACT_TILE_ACC] = row[CWM_ACT_TILE_REUSE] = row[CWM_ACT_RED_INNER] = NAN;
   }
   row[CWM_ACT_PAR_LOOPS] = (float)par_loops;
   row[CWM_ACT_VEC_LOOPS] = (float)vec_loops;

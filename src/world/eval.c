@@ -459,3 +459,69 @@ done:
   part_free(&va);
   return rc;
 }
+
+/* ------------------------------------------------------------------ eval score */
+
+typedef struct {
+  double s;
+  int i;
+} scored;
+
+static int by_score_desc(const void *a, const void *b) {
+  const scored *x = a, *y = b;
+  double u = isnan(x->s) ? -INFINITY : x->s, v = isnan(y->s) ? -INFINITY : y->s;
+  return u < v ? 1 : u > v ? -1 : (x->i > y->i) - (x->i < y->i);
+}
+
+int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out, cwm_err *err) {
+  part_data p;
+  int rc = load_part(records, 0, CWM_SPLIT_ALL, &p, err);
+  if (rc) return rc;
+  if (p.ng < 1) {
+    part_free(&p);
+    return cwm_fail(err, CWM_EIO, "%s: no workload with at least 2 valid measured records", records);
+  }
+  int N = p.nrows;
+  double *sc = cwm_xmalloc(sizeof(double) * (size_t)N);
+  for (int i = 0; i < N && !rc; i++) {
+    sc[i] = CWM_SCORE_INVALID;
+    if (p.st[i]) rc = cwm_costmodel_predict(m, &p.st[i], 1, &sc[i], err);
+  }
+  cwm_buf_printf(out, "| workload | records | best (us) | model's top-1 (us) | best of its top 8 (us) | top-1 | top-5 | "
+                      "NDCG@10 | Kendall tau |\n|---|---|---|---|---|---|---|---|---|\n");
+  int *ord = cwm_xmalloc(sizeof(int) * (size_t)(N ? N : 1));
+  scored *sv = cwm_xmalloc(sizeof(scored) * (size_t)(N ? N : 1));
+  for (int g = 0, off = 0; !rc && g < p.ng; off += p.gsize[g++]) {
+    int n = p.gsize[g];
+    cwm_rank_metrics mt;
+    cwm_rank_metrics_eval(p.cost + off, sc + off, &n, 1, NULL, 0, &mt);
+    for (int k = 0; k < n; k++) sv[k] = (scored){sc[off + k], k};
+    qsort(sv, (size_t)n, sizeof *sv, by_score_desc);
+    for (int k = 0; k < n; k++) ord[k] = sv[k].i;
+    double best = INFINITY, top8 = INFINITY;
+    for (int k = 0; k < n; k++) {
+      double c = cwm_cost_valid(p.cost[off + k]) ? p.cost[off + k] : INFINITY;
+      if (c < best) best = c;
+    }
+    for (int k = 0; k < n && k < 8; k++) {
+      double c = cwm_cost_valid(p.cost[off + ord[k]]) ? p.cost[off + ord[k]] : INFINITY;
+      if (c < top8) top8 = c;
+    }
+    double first = cwm_cost_valid(p.cost[off + ord[0]]) ? p.cost[off + ord[0]] : INFINITY;
+    cwm_buf_printf(out, "| %s | %d | %.1f | %.1f | %.1f | %.4f | %.4f | %.4f | %.4f |\n", p.t[p.idx[off]].key, n,
+                   best * 1e6, first * 1e6, top8 * 1e6, mt.top1, mt.top5, mt.ndcg10, mt.tau);
+    if (!list) continue;
+    cwm_buf_printf(out, "\n| rank by score | score | latency (us) | measured record # in %s |\n|---|---|---|---|\n", records);
+    for (int k = 0; k < n; k++) {
+      int r = off + ord[k];
+      cwm_buf_printf(out, "| %d | %.6g | %.1f | %d |\n", k + 1, sc[r],
+                     cwm_cost_valid(p.cost[r]) ? p.cost[r] * 1e6 : INFINITY, p.idx[r] + 1);
+    }
+    cwm_buf_printf(out, "\n");
+  }
+  free(sv);
+  free(ord);
+  free(sc);
+  part_free(&p);
+  return rc;
+}

@@ -192,7 +192,7 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
     cwm_fail(err, CWM_EMODEL, "model file %s: world.config has no world_version", path);
     goto out;
   }
-  if (ver != CWM_WORLD_VERSION && ver != 1 && ver != 2) {
+  if (ver < 1 || ver > CWM_WORLD_VERSION) {
     cwm_fail(err, CWM_EMODEL, "model file %s: world model version %d; this cwm reads version %d (retrain with cwm train)",
              path, ver, CWM_WORLD_VERSION);
     goto out;
@@ -248,7 +248,7 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   }
   if (ver == 1) wm_value_init(&w->tp, 1);
   size_t rn = 0;
-  /* a ranker of version 1 or 2 read rows of another layout: it is left out (train the ranker
+  /* a ranker of an earlier version read rows of another layout: it is left out (train the ranker
    * again: cwm train ranker --model-file OLD --records LOG --out NEW) */
   const void *rb = ver < CWM_WORLD_VERSION ? NULL : cwm_mfile_bytes(f, "ranker", &rn);
   if (rb) {
