@@ -311,6 +311,22 @@ static void test_mixed(const cwm_reference *ref) {
   }
 }
 
+/* slow_cutoff_s: a kernel whose checked call outlasts it is timed by that call alone; the same
+ * kernel without the cutoff (or under a cutoff it beats) gets its repeats. */
+static void test_slow_cutoff(const cwm_reference *ref) {
+  cwm_measure_opts o = opts();
+  cwm_candidate c[2] = {cand(k_add, "k_add"), cand(k_add2, "k_add2")};
+  cwm_result r[2];
+  cwm_err err = {0};
+  o.slow_cutoff_s = 1e-12;
+  CHECKF(cwm_measure(&o, c, 1, ref, r, &err) == CWM_OK, "%s", err.msg);
+  CHECKF(r[0].error == CWM_MERR_NONE && r[0].ncosts == 1 && r[0].median > 0, "%s: %d costs", cwm_merr_name(r[0].error),
+         r[0].ncosts);
+  o.slow_cutoff_s = 100;
+  CHECKF(cwm_measure(&o, c + 1, 1, ref, r + 1, &err) == CWM_OK, "%s", err.msg);
+  CHECKF(r[1].error == CWM_MERR_NONE && r[1].ncosts == o.repeats, "%d costs", r[1].ncosts);
+}
+
 /* Unbounded allocation hits RLIMIT_AS in the child: malloc fails and the kernel crashes. Its own
  * call with a longer time-out, since first-touching 256 MiB can take a second on a VM. */
 static void test_hog(void) {
@@ -420,6 +436,7 @@ int main(void) {
   cwm_reference *ref = test_reference();
   if (ref) {
     test_mixed(ref);
+    test_slow_cutoff(ref);
     test_dedupe_omp(ref);
   }
   test_hog();

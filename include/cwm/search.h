@@ -14,6 +14,9 @@ cwm_task *cwm_task_new(const cwm_workload *w, const cwm_measure_opts *o, cwm_err
 void cwm_task_free(cwm_task *t);
 const cwm_dag *cwm_task_dag(const cwm_task *t);
 const cwm_measure_opts *cwm_task_opts(const cwm_task *t);
+/* Sets the measure option slow_cutoff_s of the task's later measurements (0: off), and shortens
+ * their run time-out to 5x that (2 s at least; the task's own time-out at most). */
+void cwm_task_set_slow_cutoff(cwm_task *t, double seconds);
 double cwm_task_flops(const cwm_task *t);
 /* Computes (or loads from the cache) the reference output; done lazily by measure too. */
 int cwm_task_reference(cwm_task *t, cwm_err *err);

@@ -295,6 +295,10 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     }
   }
   if (!timing) send_and_exit(wfd, &m);
+  if (o->slow_cutoff_s > 0 && t_first > o->slow_cutoff_s) {
+    m.costs[m.ncosts++] = t_first;
+    send_and_exit(wfd, &m);
+  }
 
   /* Leave a margin of the wall-clock time-out for the repeats, so a slow but correct kernel
    * reports fewer repeats instead of being killed as a time-out. */

@@ -11,6 +11,7 @@ struct cwm_task {
   cwm_workload *w;
   cwm_dag *dag;
   cwm_measure_opts opts;
+  double run_timeout_s; /* the caller's, before a slow cutoff shortened it */
   cwm_reference *ref;
   cwm_target target;
   char target_str[1024];
@@ -27,6 +28,7 @@ cwm_task *cwm_task_new(const cwm_workload *w, const cwm_measure_opts *o, cwm_err
   }
   if (o) t->opts = *o;
   else cwm_measure_opts_default(&t->opts);
+  t->run_timeout_s = t->opts.run_timeout_s;
   cwm_target_detect(&t->target, t->opts.threads, t->opts.cc, t->opts.cflags);
   cwm_target_string(&t->target, t->target_str, sizeof t->target_str);
   cwm_workload_key(w, t->key);
@@ -44,6 +46,14 @@ void cwm_task_free(cwm_task *t) {
 
 const cwm_dag *cwm_task_dag(const cwm_task *t) { return t->dag; }
 const cwm_measure_opts *cwm_task_opts(const cwm_task *t) { return &t->opts; }
+void cwm_task_set_slow_cutoff(cwm_task *t, double seconds) {
+  t->opts.slow_cutoff_s = seconds > 0 ? seconds : 0;
+  /* a kernel 5x over the cutoff is stopped as a time-out: 2 s at least, never later than the
+   * caller's time-out */
+  double to = t->run_timeout_s > 0 ? t->run_timeout_s : 10;
+  if (seconds > 0 && 5 * seconds < to) to = 5 * seconds > 2 ? 5 * seconds : 2;
+  t->opts.run_timeout_s = to;
+}
 double cwm_task_flops(const cwm_task *t) { return cwm_workload_flops(cwm_dag_workload(t->dag)); }
 
 int cwm_task_reference(cwm_task *t, cwm_err *err) {

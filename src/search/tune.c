@@ -438,13 +438,18 @@ int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
   cwm_state **mp = picks + nold;
   cwm_record *mr = recs + nold;
   int nmp = np - nold;
+  double best_now = t->best_cost;
   for (int c0 = 0; c0 < nmp && !(o->stop && *o->stop); c0 += 16) {
     int cn = nmp - c0 < 16 ? nmp - c0 : 16;
+    /* a candidate 10x slower than the best so far (this round's chunks included) is timed by
+     * its first call alone */
+    cwm_task_set_slow_cutoff(t->task, best_now < 1e9 ? 10 * best_now : 0);
     if ((rc = cwm_task_measure(t->task, mp + c0, cn, mr + c0, err))) break;
     for (int i = c0; i < c0 + cn; i++) {
       if (t->log && (rc = cwm_log_append(t->log, &mr[i], err))) break;
       hset_add(&t->seen, state_hash(mp[i]));
       if (mr[i].error) res->errors++;
+      else if (cwm_record_cost(&mr[i]) < best_now) best_now = cwm_record_cost(&mr[i]);
     }
     nm = c0 + cn;
     if (rc) break;
