@@ -1216,7 +1216,11 @@ int main(int argc, char **argv) {
   signal(SIGTERM, on_signal);
   g_prog.t0 = cwm_now();
   char cmdline[1024];
-  snprintf(cmdline, sizeof cmdline, "./build/paper_cpu%s%s", ids ? " --ids " : "", ids ? ids : "");
+  snprintf(cmdline, sizeof cmdline, "./build/paper_cpu%s%s%s%s%s", ids ? " --ids " : "", ids ? ids : "",
+           strcmp(seeds, "1,2,3") ? " --seeds " : "", strcmp(seeds, "1,2,3") ? seeds : "",
+           g_no_static ? " --no-static" : "");
+  if (c.threads != 1)
+    snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " --threads %d", c.threads);
   if (quick) part_quick(&c);
   if (lng && !g_stop) {
     memset(&g_prog, 0, sizeof g_prog);
