@@ -268,6 +268,16 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
     if (cm) {
       CHECKF(cwm_costmodel_predict(cm, s, n, p2, &e) == 0, "%s", e.msg);
       for (int i = 0; i < n; i++) CHECKF(fabs(p1[i] - p2[i]) < 1e-5, "mode %d candidate %d: %g vs %g", modes[k], i, p1[i], p2[i]);
+      /* scored again (static: from the encoding cache), reversed and with a duplicate: the same scores */
+      cwm_state **rev = calloc((size_t)n + 1, sizeof *rev);
+      for (int i = 0; i < n; i++) rev[i] = s[n - 1 - i];
+      rev[n] = s[0];
+      double *p3 = calloc((size_t)n + 1, sizeof(double));
+      CHECKF(cwm_costmodel_predict(cm, rev, n + 1, p3, &e) == 0, "%s", e.msg);
+      for (int i = 0; i < n; i++) CHECKF(fabs(p3[i] - p2[n - 1 - i]) < 1e-5, "mode %d again, candidate %d: %g vs %g", modes[k], i, p3[i], p2[n - 1 - i]);
+      CHECK(fabs(p3[n] - p2[0]) < 1e-5); /* the value head's GEMM rounds by batch size */
+      free(p3);
+      free(rev);
       cwm_costmodel_free(cm);
     }
     free(p1);

@@ -356,6 +356,7 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
       for (int rep = 0; rep < 3 && !rc; rep++) {
         wm_map_clear(&w->act_cache);
         wm_map_clear(&w->z0_cache);
+        wm_map_clear(&w->zs_cache);
         t0 = cwm_now();
         rc = wm_score_states(w, ss, ns, sp, err);
         tw[rep] = cwm_now() - t0;

@@ -281,6 +281,7 @@ int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err)
   cwm_trajs_free(tr, ntr);
   cwm_trajs_free(va, nva);
   wm_map_clear(&w->z0_cache);
+  wm_map_clear(&w->zs_cache);
   return rc;
 }
 

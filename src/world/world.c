@@ -26,6 +26,7 @@ void cwm_world_config_default(cwm_world_config *c) {
 static void world_caches_init(cwm_world *w) {
   wm_map_init(&w->act_cache, 2 * w->D);
   wm_map_init(&w->z0_cache, w->D);
+  wm_map_init(&w->zs_cache, w->D);
 }
 
 cwm_world *cwm_world_new(const cwm_world_config *c, cwm_vocab *vocab, uint64_t seed, cwm_err *err) {
@@ -60,6 +61,7 @@ void cwm_world_free(cwm_world *w) {
   cwm_ranker_free(w->ranker);
   wm_map_free(&w->act_cache);
   wm_map_free(&w->z0_cache);
+  wm_map_free(&w->zs_cache);
   free(w->notes);
   free(w);
 }
@@ -501,24 +503,49 @@ static float *row_buffer(world_cm *m, int n) {
   return m->rowbuf;
 }
 
-/* The static-final ablation: z_T = E(printed final state) of every candidate, in one batch. */
+/* The static-final ablation: z_T = E(printed final state) of every candidate. The evolution scores
+ * the same candidates again in later generations and rounds, so encodings are kept by the hash of
+ * the printed text and only the new texts are encoded, in one batch. */
 static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *rows, cwm_err *err) {
   int D = w->D, nf = cwm_world_nfeat(w);
   char **texts = cwm_xmalloc(sizeof(char *) * (size_t)n);
-  for (int i = 0; i < n; i++) texts[i] = cwm_state_print(states[i]);
-  float *z = cwm_xmalloc(sizeof(float) * (size_t)n * (size_t)D);
-  int rc = cwm_world_encode(w, (const char *const *)texts, n, z, err);
+  uint64_t *keys = cwm_xmalloc(sizeof(uint64_t) * (size_t)n);
+  int *miss = cwm_xmalloc(sizeof(int) * (size_t)n), nmiss = 0;
+  for (int i = 0; i < n; i++) {
+    texts[i] = cwm_state_print(states[i]);
+    keys[i] = cwm_hash64(texts[i], strlen(texts[i]));
+    int dup = 0; /* the same text twice in one batch is encoded once */
+    for (int k = nmiss - 1; k >= 0 && k >= nmiss - 64 && !dup; k--) dup = keys[miss[k]] == keys[i];
+    if (!dup && !wm_map_get(&w->zs_cache, keys[i])) miss[nmiss++] = i;
+  }
+  int rc = 0;
+  if (nmiss > 0) {
+    const char **mt = cwm_xmalloc(sizeof(char *) * (size_t)nmiss);
+    for (int k = 0; k < nmiss; k++) mt[k] = texts[miss[k]];
+    float *z = cwm_xmalloc(sizeof(float) * (size_t)nmiss * (size_t)D);
+    rc = cwm_world_encode(w, mt, nmiss, z, err);
+    for (int k = 0; k < nmiss && !rc; k++)
+      memcpy(wm_map_put(&w->zs_cache, keys[miss[k]]), z + (size_t)k * D, sizeof(float) * (size_t)D);
+    free(z);
+    free(mt);
+  }
   for (int i = 0; i < n && !rc; i++) {
     const float *z0 = wm_z0(w, states[i]->dag, err);
     if (!z0) {
       rc = err ? err->code : CWM_EMODEL;
       break;
     }
-    row_fill(w, z0, z + (size_t)i * D, 0, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf, 0);
+    const float *zT = wm_map_get(&w->zs_cache, keys[i]);
+    if (!zT) { /* a duplicate text whose first copy was not cached (cannot happen: same key) */
+      rc = cwm_fail(err, CWM_EMODEL, "static-final ablation: encoding of candidate %d missing", i);
+      break;
+    }
+    row_fill(w, z0, zT, 0, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf, 0);
   }
   for (int i = 0; i < n; i++) free(texts[i]);
   free(texts);
-  free(z);
+  free(keys);
+  free(miss);
   if (!rc && n > 0) rows_value(w, rows, n);
   return rc;
 }

@@ -34,6 +34,7 @@ struct cwm_world {
   char *notes;
   wm_map act_cache; /* action hash -> [w (unit normal) | d] */
   wm_map z0_cache;  /* workload key hash -> z0 */
+  wm_map zs_cache;  /* static-final ablation: printed final state hash -> E(text) */
 };
 
 /* Transition parameter indices in w->tp. */
