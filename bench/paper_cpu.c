@@ -3,7 +3,7 @@
  * child process with its own log, so the whole thing resumes where it stopped: a run whose log
  * already holds its trials is not started again, and a partial one continues.
  *
- *   paper_cpu [--part quick|long|all|report] [--dir DIR] [--report FILE] [--plots DIR]
+ *   paper_cpu [--part quick|long|all|report|ablate200|sample|networks] [--dir DIR] [--report FILE] [--plots DIR]
  *             [--seeds 1,2,3] [--ids a,b] [--threads T] [--records LOG] [--no-torch]
  *             [--long-ids a,b] [--world-trials N] [--ansor-trials N]
  *
@@ -13,7 +13,8 @@
  *        by one. (6) oneDNN and PyTorch on every row.
  * long   (3) the ablations continued to 200 trials, (2) world at 1,000 trials against ansor at
  *        10,000 on four rows, (5) BERT-base and ResNet-50 at 64 trials per subgraph (world and
- *        ansor) beside PyTorch's measured latency of the whole network.
+ *        ansor) beside PyTorch's measured latency of the whole network (--nets selects).
+ *        ablate200, sample, networks: one of these three alone.
  * report the report only, from whatever the logs hold (also written after every part).
  * Nothing in REPORT.md is typed by hand: every figure comes from the logs under DIR. */
 #define _GNU_SOURCE
@@ -53,7 +54,11 @@ typedef struct {
   row_t rows[MAXID];
   int nrows;
   char long_ids[512];
+  int long_mask;     /* which of the long part's experiments: LONG_ABL200 | LONG_SAMPLE | LONG_NETS */
+  const char *nets;  /* --nets: the networks of the long part (default bert,resnet50) */
 } ctx_t;
+
+enum { LONG_ABL200 = 1, LONG_SAMPLE = 2, LONG_NETS = 4 };
 
 static volatile sig_atomic_t g_stop;
 static int g_budget = 64; /* the quick part's budget; smaller only for a smoke test (--budget) */
@@ -626,11 +631,13 @@ static void part_long(const ctx_t *c) {
   int nl = 0;
   const char *lid[16];
   for (char *t = strtok(ids, ","); t && nl < 16; t = strtok(NULL, ",")) lid[nl++] = t;
-  g_prog.total = c->nrows * 4 + nl * 2 + 4;
-  g_prog.trials_total = (long)c->nrows * 4 * 200 + (long)nl * (c->world_trials + c->ansor_trials);
+  g_prog.total = (c->long_mask & LONG_ABL200 ? c->nrows * 4 : 0) + (c->long_mask & LONG_SAMPLE ? nl * 2 : 0) +
+                 (c->long_mask & LONG_NETS ? 4 : 0);
+  g_prog.trials_total = (c->long_mask & LONG_ABL200 ? (long)c->nrows * 4 * 200 : 0) +
+                        (c->long_mask & LONG_SAMPLE ? (long)nl * (c->world_trials + c->ansor_trials) : 0);
   /* ablations at 200: each continues its 64-trial log (the same first 64 measurements) */
   const char *abl[] = {"world", "no-transition", "static", "no-contrastive"};
-  for (int i = 0; i < c->nrows && !g_stop; i++)
+  for (int i = 0; i < c->nrows && !g_stop && (c->long_mask & LONG_ABL200); i++)
     for (int k = 0; k < 4 && !g_stop; k++) {
       char l64[1024], s64[1024], o64[1024], l200[1024], s200[1024], o200[1024], d[1024];
       run_paths(c, "b64", abl[k], c->rows[i].id, 1, l64, s64, o64, sizeof l64);
@@ -646,7 +653,7 @@ static void part_long(const ctx_t *c) {
       tune_run(c, "b200", abl[k], c->rows[i].id, c->rows[i].spec, 1, 200);
     }
   /* sample efficiency */
-  for (int i = 0; i < nl && !g_stop; i++) {
+  for (int i = 0; i < nl && !g_stop && (c->long_mask & LONG_SAMPLE); i++) {
     const row_t *r = row_by_id(c, lid[i]);
     if (!r) continue;
     tune_run(c, "sample", "world", r->id, r->spec, 1, c->world_trials);
@@ -654,8 +661,13 @@ static void part_long(const ctx_t *c) {
   }
   /* whole networks */
   const char *nets[][2] = {{"bert", "networks/bert_base_seq128.tsv"}, {"resnet50", "networks/resnet50_b1.tsv"}};
-  for (int n = 0; n < 2 && !g_stop; n++)
+  char netsel[256];
+  snprintf(netsel, sizeof netsel, ",%s,", c->nets ? c->nets : "bert,resnet50");
+  for (int n = 0; n < 2 && !g_stop && (c->long_mask & LONG_NETS); n++)
     for (int k = 0; k < 2 && !g_stop; k++) {
+      char me[64];
+      snprintf(me, sizeof me, ",%s,", nets[n][0]);
+      if (!strstr(netsel, me)) break;
       const char *mn = k ? "ansor" : "world";
       char net[1024], log[1200], sum[1200], out[1200], d[1024], ts[32], th[16];
       src_path(nets[n][1], net, sizeof net);
@@ -684,7 +696,7 @@ static void part_long(const ctx_t *c) {
     }
   char tp[1024];
   snprintf(tp, sizeof tp, "%s/net/torch.tsv", c->dir);
-  if (!g_stop && !file_exists(tp) && c->torch) {
+  if (!g_stop && !file_exists(tp) && c->torch && (c->long_mask & LONG_NETS)) {
     cwm_buf b;
     cwm_buf_init(&b);
     for (int n = 0; n < 2; n++) {
@@ -1079,16 +1091,17 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
 /* ---- main ------------------------------------------------------------------------------------ */
 
 static const char *USAGE =
-    "usage: paper_cpu [--part quick|long|all|report] [--dir DIR] [--report FILE] [--plots DIR]\n"
-    "                 [--seeds 1,2,3] [--ids a,b] [--threads T] [--records LOG] [--no-torch]\n"
+    "usage: paper_cpu [--part quick|long|all|report|ablate200|sample|networks] [--dir DIR] [--report FILE]\n"
+    "                 [--plots DIR] [--seeds 1,2,3] [--ids a,b] [--threads T] [--records LOG] [--no-torch]\n"
     "                 [--long-ids a,b] [--world-trials N] [--ansor-trials N] [--cwm PATH] [--suite FILE]\n"
-    "                 [--no-static]\n"
+    "                 [--no-static] [--nets bert,resnet50]\n"
     "Runs the paper's CPU experiments on cwm and writes REPORT.md and SVG plots (issue 6):\n"
     "quick: budget 64 (world, ansor, ansor pre-trained on --records, random; every suite row and\n"
     "seed), ablations at 64 (no transition, static final state, no contrastive), syntactic noise,\n"
     "oneDNN and PyTorch anchors. long: ablations at 200, world at --world-trials (1000) against\n"
     "ansor at --ansor-trials (10000) on --long-ids, BERT-base and ResNet-50 at 64 trials per\n"
-    "subgraph. report: only the report. Every run is `cwm tune` with its own log under --dir\n"
+    "subgraph; ablate200, sample and networks: one of the long part's three experiments (--nets:\n"
+    "which networks). report: only the report. Every run is `cwm tune` with its own log under --dir\n"
     "(default bench-out/paper), so a rerun resumes. Defaults: --report REPORT.md, --plots report,\n"
     "--records data/measured-0.2.jsonl (decompress data/measured-0.2.jsonl.xz first), 1 thread.\n"
     "--no-static leaves out the static-final-state ablation (it prints and encodes every\n"
@@ -1138,14 +1151,19 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--cwm")) c.cwm = v, i++;
     else if (!strcmp(a, "--budget")) g_budget = atoi(v), i++;
     else if (!strcmp(a, "--suite")) c.suite = v, i++;
+    else if (!strcmp(a, "--nets")) c.nets = v, i++;
     else {
       fprintf(stderr, "paper_cpu: unknown option %s\n%s", a, USAGE);
       return 2;
     }
   }
   int quick = !strcmp(part, "quick") || !strcmp(part, "all"), lng = !strcmp(part, "long") || !strcmp(part, "all");
+  c.long_mask = LONG_ABL200 | LONG_SAMPLE | LONG_NETS;
+  if (!strcmp(part, "ablate200")) lng = 1, c.long_mask = LONG_ABL200;
+  if (!strcmp(part, "sample")) lng = 1, c.long_mask = LONG_SAMPLE;
+  if (!strcmp(part, "networks")) lng = 1, c.long_mask = LONG_NETS;
   if (!quick && !lng && strcmp(part, "report")) {
-    fprintf(stderr, "paper_cpu: --part quick, long, all or report, not '%s'\n", part);
+    fprintf(stderr, "paper_cpu: --part quick, long, all, ablate200, sample, networks or report, not '%s'\n", part);
     return 2;
   }
   if (g_budget < 1 || g_budget > 64) {
