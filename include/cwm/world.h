@@ -18,9 +18,10 @@
 #include "cwm/tokenizer.h"
 
 /* Model file format version of the world model (inside the container's own version). */
-#define CWM_WORLD_VERSION 4 /* 2: the value head (val.*) and rows [z - z_0 | value | ...];
+#define CWM_WORLD_VERSION 5 /* 2: the value head (val.*) and rows [z - z_0 | value | ...];
                               * 3: two more action features (redundant work, serial reductions);
-                              * 4: three more (the main reduction's register tile) */
+                              * 4: three more (the main reduction's register tile);
+                              * 5: act_round (action numbers bucketed by round(log2)) */
 
 typedef struct {
   cwm_enc_config enc; /* vocab is set from the vocabulary */
@@ -28,6 +29,8 @@ typedef struct {
   int static_final;   /* ablation: z_T is E(printed final state), not the rollout (slow: prints
                        * and encodes every candidate) */
   float margin;       /* rollout margin-ranking gamma, on distances divided by width; 0.1 */
+  int act_round;      /* numbers in actions bucketed by round(log2) (1023 and 1024 alike); 0 in
+                       * files before version 5: floor(log2) + 1 */
 } cwm_world_config;
 
 void cwm_world_config_default(cwm_world_config *c);
@@ -80,9 +83,12 @@ void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int no_transi
 
 /* ---- action embedding + TransH, for training (transition.c) ---------------------------------- */
 
-/* The fields of one step as ids into the action embedding table; returns how many (<= 48). */
+/* The fields of one step as ids into the action embedding table; returns how many (<= 48).
+ * Extents, split lengths, unroll and factor values enter as log2 buckets: round(log2 v) when
+ * round is set (a shape one off a power of two lands with it), floor(log2 v) + 1 otherwise (model
+ * files before version 5). */
 #define CWM_ACT_MAXF 48
-int cwm_action_ids(const cwm_step *s, int *ids);
+int cwm_action_ids(const cwm_step *s, int round, int *ids);
 int cwm_action_vocab(void);
 
 /* ---- training (train.c) -------------------------------------------------------------------- */

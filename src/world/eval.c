@@ -218,7 +218,7 @@ static int dump_part(cwm_world *w, FILE *f, const part_data *p, int part, const 
       const cwm_traj *t = &p->t[p->idx[i]];
       fputc('\t', f);
       for (int j = 0; j < t->nsteps; j++) {
-        int ids[CWM_ACT_MAXF], n = cwm_action_ids(&t->steps[j], ids);
+        int ids[CWM_ACT_MAXF], n = cwm_action_ids(&t->steps[j], w->cfg.act_round, ids);
         if (j) fputc(';', f);
         for (int k = 0; k < n; k++) fprintf(f, k ? ",%d" : "%d", ids[k]);
       }

@@ -36,17 +36,16 @@ enum {
 int cwm_action_vocab(void) { return A__COUNT; }
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-static int lg_bucket(long v, int nb) {
+/* floor(log2 v) + 1, or round(log2 v) + 1 (up when v^2 >= 2^(2b + 1)); 0 for v <= 0 */
+static int lg_bucket_r(long v, int nb, int round) {
   if (v <= 0) return 0;
-  int b = 1;
-  while (v > 1 && b < nb - 1) {
-    v >>= 1;
-    b++;
-  }
-  return b;
+  int b = 63 - __builtin_clzll((unsigned long long)v);
+  if (round && (unsigned __int128)v * (unsigned long long)v >= ((unsigned __int128)1 << (2 * b + 1))) b++;
+  return clampi(b + 1, 1, nb - 1);
 }
 
-int cwm_action_ids(const cwm_step *s, int *ids) {
+int cwm_action_ids(const cwm_step *s, int round, int *ids) {
+#define lg_bucket(v, nb) lg_bucket_r((v), (nb), round)
   int n = 0;
   ids[n++] = A_KIND + clampi(s->kind, 0, 15);
   ids[n++] = A_STAGE + clampi(s->stage, 0, 15);
@@ -109,6 +108,7 @@ int cwm_action_ids(const cwm_step *s, int *ids) {
     default: break;
   }
   return n;
+#undef lg_bucket
 }
 
 void wm_transition_params(cwm_params *tp, int D) {
@@ -202,7 +202,7 @@ void wm_act_forward(cwm_world *w, const cwm_step *const *steps, int N, wm_act_ba
   const float *emb = w->tp.p[TP_EMB].w;
   for (int i = 0; i < N; i++) {
     int *ids = b->ids + (size_t)i * CWM_ACT_MAXF;
-    b->nids[i] = cwm_action_ids(steps[i], ids);
+    b->nids[i] = cwm_action_ids(steps[i], w->cfg.act_round, ids);
     float *e = b->e + (size_t)i * D;
     memset(e, 0, sizeof(float) * (size_t)D);
     for (int k = 0; k < b->nids[i]; k++) {

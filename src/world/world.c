@@ -21,6 +21,7 @@ void cwm_world_config_default(cwm_world_config *c) {
   c->enc.window = 128;
   c->enc.overlap = 32;
   c->margin = 0.1f;
+  c->act_round = 1;
 }
 
 static void world_caches_init(cwm_world *w) {
@@ -116,9 +117,9 @@ int cwm_world_save(cwm_world *w, const char *path, cwm_err *err) {
   const cwm_enc_config *e = &w->cfg.enc;
   cwm_buf_printf(&cfg,
                  "world_version=%d\nvocab=%d\nwidth=%d\nheads=%d\nlayers=%d\nff=%d\nwindow=%d\noverlap=%d\n"
-                 "margin=%.9g\nno_transition=%d\nstatic_final=%d\naction_vocab=%d\n",
+                 "margin=%.9g\nno_transition=%d\nstatic_final=%d\naction_vocab=%d\nact_round=%d\n",
                  CWM_WORLD_VERSION, e->vocab, e->width, e->heads, e->layers, e->ff, e->window, e->overlap,
-                 (double)w->cfg.margin, w->cfg.no_transition, w->cfg.static_final, cwm_action_vocab());
+                 (double)w->cfg.margin, w->cfg.no_transition, w->cfg.static_final, cwm_action_vocab(), w->cfg.act_round);
   int rc = cwm_mfile_add_text(mw, "world.config", cfg.s, err);
   cwm_buf_free(&cfg);
   cwm_buf vb;
@@ -223,6 +224,8 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   if (mline) c.margin = strtof(mline + 7, NULL);
   cfg_int(cfg, "no_transition", &c.no_transition);
   cfg_int(cfg, "static_final", &c.static_final); /* absent in older files: 0 */
+  c.act_round = 0; /* absent before version 5: floor buckets */
+  cfg_int(cfg, "act_round", &c.act_round);
   if (c.no_transition) c.static_final = 0;
   size_t vn = 0;
   const void *vb = cwm_mfile_bytes(f, "vocab", &vn);
@@ -252,7 +255,7 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   size_t rn = 0;
   /* a ranker of an earlier version read rows of another layout: it is left out (train the ranker
    * again: cwm train ranker --model-file OLD --records LOG --out NEW) */
-  const void *rb = ver < CWM_WORLD_VERSION ? NULL : cwm_mfile_bytes(f, "ranker", &rn);
+  const void *rb = ver < 4 ? NULL : cwm_mfile_bytes(f, "ranker", &rn); /* 5 changed no row */
   if (rb) {
     w->ranker = cwm_ranker_load(rb, rn, err);
     if (!w->ranker) goto fail;
@@ -294,9 +297,9 @@ int cwm_world_encode(cwm_world *w, const char *const *texts, int n, float *out, 
   return 0;
 }
 
-static uint64_t action_key(const cwm_step *s) {
+static uint64_t action_key(const cwm_world *w, const cwm_step *s) {
   int ids[CWM_ACT_MAXF];
-  int n = cwm_action_ids(s, ids);
+  int n = cwm_action_ids(s, w->cfg.act_round, ids);
   return cwm_hash64(ids, sizeof(int) * (size_t)n) ^ (uint64_t)n;
 }
 
@@ -313,7 +316,7 @@ static void fill_wd(float *row, const float *u, const float *d, int D) {
 
 /* [w | d] of one step, from the cache or computed once. */
 static const float *action_wd(cwm_world *w, const cwm_step *s) {
-  uint64_t key = action_key(s);
+  uint64_t key = action_key(w, s);
   float *row = wm_map_get(&w->act_cache, key);
   if (row) return row;
   wm_act_batch b = {0};
@@ -336,7 +339,7 @@ static void prefetch_actions(cwm_world *w, cwm_state *const *states, int n) {
   for (int i = 0; i < n; i++)
     for (int t = 0; t < states[i]->nsteps; t++) {
       const cwm_step *st = &states[i]->steps[t];
-      uint64_t key = action_key(st);
+      uint64_t key = action_key(w, st);
       if (wm_map_get(&w->act_cache, key) || wm_map_get(&seen, key)) continue;
       wm_map_put(&seen, key);
       if (nm == cap) {
