@@ -56,6 +56,7 @@ typedef struct {
   char long_ids[512];
   int long_mask;     /* which of the long part's experiments: LONG_ABL200 | LONG_SAMPLE | LONG_NETS */
   const char *nets;  /* --nets: the networks of the long part (default bert,resnet50) */
+  int repeats, min_repeat_ms; /* cwm tune's measuring protocol; 0: its defaults */
 } ctx_t;
 
 enum { LONG_ABL200 = 1, LONG_SAMPLE = 2, LONG_NETS = 4 };
@@ -276,6 +277,17 @@ static int tune_run(const ctx_t *c, const char *exp, const char *mname, const ch
   argv[a++] = log;
   argv[a++] = "--summary";
   argv[a++] = sum;
+  char rs[32], ms[32];
+  if (c->repeats > 0) {
+    snprintf(rs, sizeof rs, "%d", c->repeats);
+    argv[a++] = "--repeats";
+    argv[a++] = rs;
+  }
+  if (c->min_repeat_ms > 0) {
+    snprintf(ms, sizeof ms, "%d", c->min_repeat_ms);
+    argv[a++] = "--min-repeat-ms";
+    argv[a++] = ms;
+  }
   argv[a] = NULL;
   double t = cwm_now();
   int rc = run_cmd(argv, out);
@@ -689,8 +701,11 @@ static void part_long(const ctx_t *c) {
       free(text);
       snprintf(ts, sizeof ts, "%d", 64 * nsub);
       snprintf(th, sizeof th, "%d", c->threads);
+      char rs[32], ms[32];
+      snprintf(rs, sizeof rs, "%d", c->repeats > 0 ? c->repeats : 5);
+      snprintf(ms, sizeof ms, "%d", c->min_repeat_ms > 0 ? c->min_repeat_ms : 50);
       char *argv[] = {(char *)c->cwm, "tune", "--network", net, "--model", (char *)mn, "--trials", ts, "--seed", "1",
-                      "--threads", th, "--log", log, "--summary", sum, NULL};
+                      "--threads", th, "--log", log, "--summary", sum, "--repeats", rs, "--min-repeat-ms", ms, NULL};
       int rc = run_cmd(argv, out);
       fprintf(stderr, "paper_cpu: network %s with %s: %s\n", nets[n][0], mn, rc ? "failed (see .out)" : "done");
     }
@@ -787,8 +802,10 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   cwm_buf_printf(&r, "# cwm against Ansor: the paper's CPU experiments\n\n");
   cwm_buf_printf(&r,
                  "Written by `bench/paper_cpu` (%s) from the logs under `%s`; nothing here is typed by hand. "
-                 "Machine: %s, %ld online cores, %s %s; cwm %s; %d thread(s) per kernel; seeds", date, c->dir, cpu,
-                 sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, CWM_VERSION, c->threads);
+                 "Machine: %s, %ld online cores, %s %s; cwm %s; %d thread(s) per kernel; a candidate's latency is the "
+                 "median of %d timed repeats of at least %d ms; seeds", date, c->dir, cpu,
+                 sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, CWM_VERSION, c->threads,
+                 c->repeats > 0 ? c->repeats : 5, c->min_repeat_ms > 0 ? c->min_repeat_ms : 50);
   for (int s = 0; s < c->nseeds; s++) cwm_buf_printf(&r, "%s %ld", s ? "," : "", c->seeds[s]);
   cwm_buf_printf(&r, ".\n\nReproduce: `%s` (the quick part: budget 64, ablations at 64, noise, anchors), then "
                      "`./build/paper_cpu --part long` (ablations at 200, %d versus %d trials, networks; resumable). "
@@ -1094,7 +1111,7 @@ static const char *USAGE =
     "usage: paper_cpu [--part quick|long|all|report|ablate200|sample|networks] [--dir DIR] [--report FILE]\n"
     "                 [--plots DIR] [--seeds 1,2,3] [--ids a,b] [--threads T] [--records LOG] [--no-torch]\n"
     "                 [--long-ids a,b] [--world-trials N] [--ansor-trials N] [--cwm PATH] [--suite FILE]\n"
-    "                 [--no-static] [--nets bert,resnet50]\n"
+    "                 [--no-static] [--nets bert,resnet50] [--repeats R] [--min-repeat-ms MS]\n"
     "Runs the paper's CPU experiments on cwm and writes REPORT.md and SVG plots (issue 6):\n"
     "quick: budget 64 (world, ansor, ansor pre-trained on --records, random; every suite row and\n"
     "seed), ablations at 64 (no transition, static final state, no contrastive), syntactic noise,\n"
@@ -1104,6 +1121,7 @@ static const char *USAGE =
     "which networks). report: only the report. Every run is `cwm tune` with its own log under --dir\n"
     "(default bench-out/paper), so a rerun resumes. Defaults: --report REPORT.md, --plots report,\n"
     "--records data/measured-0.2.jsonl (decompress data/measured-0.2.jsonl.xz first), 1 thread.\n"
+    "--repeats and --min-repeat-ms set every run's measuring protocol (cwm tune's; default 5 of 50 ms).\n"
     "--no-static leaves out the static-final-state ablation (it prints and encodes every\n"
     "candidate the search scores: minutes per run).\n";
 
@@ -1152,6 +1170,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--budget")) g_budget = atoi(v), i++;
     else if (!strcmp(a, "--suite")) c.suite = v, i++;
     else if (!strcmp(a, "--nets")) c.nets = v, i++;
+    else if (!strcmp(a, "--repeats")) c.repeats = atoi(v), i++;
+    else if (!strcmp(a, "--min-repeat-ms")) c.min_repeat_ms = atoi(v), i++;
     else {
       fprintf(stderr, "paper_cpu: unknown option %s\n%s", a, USAGE);
       return 2;
@@ -1168,6 +1188,10 @@ int main(int argc, char **argv) {
   }
   if (g_budget < 1 || g_budget > 64) {
     fprintf(stderr, "paper_cpu: --budget (smoke tests only) is 1..64\n");
+    return 2;
+  }
+  if (c.repeats < 0 || c.repeats > 32 || c.min_repeat_ms < 0 || c.min_repeat_ms > 10000) {
+    fprintf(stderr, "paper_cpu: --repeats 1..32, --min-repeat-ms 1..10000\n");
     return 2;
   }
   if (c.threads < 1 || c.world_trials < 64 || c.ansor_trials < 64 || c.world_trials > MAXCURVE ||
@@ -1239,6 +1263,10 @@ int main(int argc, char **argv) {
            g_no_static ? " --no-static" : "");
   if (c.threads != 1)
     snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " --threads %d", c.threads);
+  if (c.repeats > 0)
+    snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " --repeats %d", c.repeats);
+  if (c.min_repeat_ms > 0)
+    snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " --min-repeat-ms %d", c.min_repeat_ms);
   if (quick) part_quick(&c);
   if (lng && !g_stop) {
     memset(&g_prog, 0, sizeof g_prog);

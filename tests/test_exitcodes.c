@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cwm/record.h"
 #include "cwm/util.h"
 #include "testlib.h"
 
@@ -127,6 +128,29 @@ int main(void) {
   /* a bad command line */
   expect("unknown option", NULL, (const char *const[]){"cwm", "tune", "--no-such-option", NULL}, CWM_EUSAGE,
          "unknown option");
+  /* the measuring protocol: out of range is a usage error; otherwise every record holds that
+   * many repeats and the summary says which protocol measured them */
+  expect("zero repeats", NULL, TUNE(W, "--model", "random", "--repeats", "0"), CWM_EUSAGE, "--repeats");
+  expect("negative repeat time", NULL, TUNE(W, "--model", "random", "--min-repeat-ms", "-5"), CWM_EUSAGE,
+         "--min-repeat-ms");
+  {
+    char plog[160], psum[160], err[8192];
+    snprintf(plog, sizeof plog, "%s/protocol.jsonl", g_dir);
+    snprintf(psum, sizeof psum, "%s/protocol.json", g_dir);
+    int rc = run_cwm(NULL, TUNE(W, "--model", "random", "--repeats", "2", "--min-repeat-ms", "1", "--log", plog,
+                                "--summary", psum), err, sizeof err, NULL);
+    CHECKF(rc == 0, "tune --repeats 2: exit %d: %s", rc, err);
+    cwm_record *recs = NULL;
+    int n = 0, nbad = 0;
+    cwm_err e = {0};
+    CHECKF(cwm_log_read(plog, &recs, &n, &nbad, &e) == 0 && n == 2, "%s: %d records: %s", plog, n, e.msg);
+    for (int i = 0; i < n; i++)
+      CHECKF(recs[i].error != 0 || recs[i].ncosts == 2, "record %d: %d costs, want 2", i, recs[i].ncosts);
+    cwm_records_free(recs, n);
+    char *s = cwm_read_file(psum, NULL, &e);
+    CHECKF(s && strstr(s, "\"repeats\": 2,") && strstr(s, "\"min_repeat_ms\": 1}"), "summary: %s", s ? s : e.msg);
+    free(s);
+  }
   /* a malformed workload: an op spec and workload text */
   expect("malformed op spec", NULL, TUNE("dense M=8 N=", "--model", "random"), CWM_EPARSE, "N");
   snprintf(wl, sizeof wl, "%s/bad.wl", g_dir);

@@ -16,10 +16,11 @@ static const char *TUNE_HELP =
     "                [--model random|ansor|world] [--model-file MODEL] [--pretrained FILE]\n"
     "                [--seed S] [--log FILE] [--export DIR] [--summary FILE] [--threads T]\n"
     "                [--per-round N] [--population N] [--generations N]\n"
-    "                [--name NAME] [--suite FILE] [--quiet]\n"
+    "                [--name NAME] [--suite FILE] [--repeats R] [--min-repeat-ms MS] [--quiet]\n"
     "       cwm tune --network FILE [--trials N] [--per-round N] [--model random|ansor|world]\n"
     "                [--model-file MODEL] [--seed S] [--log FILE] [--export DIR] [--summary FILE]\n"
-    "                [--threads T] [--population N] [--generations N] [--pretrained FILE] [--quiet]\n"
+    "                [--threads T] [--population N] [--generations N] [--pretrained FILE]\n"
+    "                [--repeats R] [--min-repeat-ms MS] [--quiet]\n"
     "Models: ansor (default; Ansor's features + XGBoost, from scratch or --pretrained FILE),\n"
     "world (the compiler world model: --model-file MODEL, else $CWM_MODEL, else the shipped\n"
     "models/default.cwm), random.\n"
@@ -29,6 +30,9 @@ static const char *TUNE_HELP =
     "this workload is resumed: they train the model and are not measured again. At the end the\n"
     "best kernel goes to DIR/NAME.c, NAME.h and NAME_example.c, and a JSON summary to --summary.\n"
     "--workload-file FILE reads the workload text from FILE (same as --workload @FILE).\n"
+    "Each candidate's latency is the median of --repeats (5) timed repeats of at least\n"
+    "--min-repeat-ms (50) each, after a checked first call (3 repeats once they took 1 s);\n"
+    "fewer and shorter repeats measure faster and noisier (TVM's runner: 1 of 100 ms).\n"
     "\n"
     "--network FILE tunes a whole network: a list of subgraphs with weights (how often each runs;\n"
     "networks/README.md, e.g. networks/bert_base_seq128.tsv, networks/resnet50_b1.tsv). The\n"
@@ -42,6 +46,18 @@ static const char *TUNE_HELP =
     "--export DIR writes each subgraph's best kernel into DIR/<name>/; --summary FILE writes\n"
     "{network, trials, est_latency_ms, tasks: [...]} as JSON.\n"
     "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
+
+int cli_tune_protocol(const cli_opt *o, int nopt, const char *help, cwm_measure_opts *mo) {
+  long th = cli_get_long(o, nopt, "--threads", 1), r = cli_get_long(o, nopt, "--repeats", mo->repeats),
+       ms = cli_get_long(o, nopt, "--min-repeat-ms", (long)mo->min_repeat_ms);
+  if (th < 1 || th > 1024) return cli_usage("tune", help, "--threads must be 1..1024");
+  if (r < 1 || r > 32) return cli_usage("tune", help, "--repeats must be 1..32, not %ld", r);
+  if (ms < 0 || ms > 10000) return cli_usage("tune", help, "--min-repeat-ms must be 0..10000, not %ld", ms);
+  mo->threads = (int)th;
+  mo->repeats = (int)r;
+  mo->min_repeat_ms = (double)ms;
+  return 0;
+}
 
 static volatile int g_stop;
 static void on_signal(int sig) {
@@ -59,7 +75,8 @@ int cmd_tune(int argc, char **argv) {
                  {"--export", 1, NULL},    {"--summary", 1, NULL},       {"--threads", 1, NULL},
                  {"--per-round", 1, NULL}, {"--population", 1, NULL},    {"--generations", 1, NULL},
                  {"--pretrained", 1, NULL}, {"--name", 1, NULL},         {"--suite", 1, NULL},
-                 {"--quiet", 0, NULL},      {"--network", 1, NULL}};
+                 {"--quiet", 0, NULL},      {"--network", 1, NULL},      {"--repeats", 1, NULL},
+                 {"--min-repeat-ms", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), TUNE_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   if (cli_get(o, NOPT(o), "--network")) return cmd_tune_network(o, NOPT(o), TUNE_HELP);
@@ -87,8 +104,7 @@ int cmd_tune(int argc, char **argv) {
     return cli_usage("tune", TUNE_HELP, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
-  mo.threads = (int)cli_get_long(o, NOPT(o), "--threads", 1);
-  if (mo.threads < 1) return cli_usage("tune", TUNE_HELP, "--threads must be positive");
+  if ((rc = cli_tune_protocol(o, NOPT(o), TUNE_HELP, &mo))) return rc;
   to.space.cores = mo.threads;
   const char *model = cli_get(o, NOPT(o), "--model");
   if (!model) model = "ansor";
@@ -145,10 +161,10 @@ int cmd_tune(int argc, char **argv) {
     cwm_buf_printf(&b, "{\"workload\": \"%s\", \"key\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"trials\": %d, "
                        "\"best_us\": %.6g, \"best_gflops\": %.6g, \"tuning_seconds\": %.3f, \"measured\": %d, "
                        "\"resumed\": %d, \"errors\": %d, \"threads\": %d, \"build_seconds\": %.3f, "
-                       "\"run_seconds\": %.3f}\n",
+                       "\"run_seconds\": %.3f, \"repeats\": %d, \"min_repeat_ms\": %g}\n",
                    w->name, key, model, (unsigned long long)to.seed, to.trials, ok ? res.best_cost * 1e6 : -1.0,
                    ok ? flops / res.best_cost * 1e-9 : 0.0, res.seconds, res.measured, res.resumed, res.errors,
-                   mo.threads, bsec, rsec);
+                   mo.threads, bsec, rsec, mo.repeats, mo.min_repeat_ms);
     cwm_err e2 = {0};
     if (cwm_write_file_atomic(sum, b.s, b.len, &e2)) rc = rc ? rc : cli_fail(&e2);
     cwm_buf_free(&b);

@@ -42,7 +42,7 @@ static void progress(void *ud, const cwm_net_progress *p) {
 static cJSON *num_or_null(int ok, double v) { return ok ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
 static int write_summary(const char *path, const char *file, const cwm_network *net, const cwm_net_result *res,
-                         const char *model, unsigned long long seed, int budget, int threads) {
+                         const char *model, unsigned long long seed, int budget, const cwm_measure_opts *mo) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "network", net->name);
   cJSON_AddStringToObject(j, "file", file);
@@ -54,7 +54,9 @@ static int write_summary(const char *path, const char *file, const cwm_network *
   cJSON_AddNumberToObject(j, "resumed", res->resumed);
   cJSON_AddNumberToObject(j, "errors", res->errors);
   cJSON_AddNumberToObject(j, "rounds", res->rounds);
-  cJSON_AddNumberToObject(j, "threads", threads);
+  cJSON_AddNumberToObject(j, "threads", mo->threads);
+  cJSON_AddNumberToObject(j, "repeats", mo->repeats);
+  cJSON_AddNumberToObject(j, "min_repeat_ms", mo->min_repeat_ms);
   cJSON_AddNumberToObject(j, "tuning_seconds", res->seconds);
   /* an end-to-end figure only when every subgraph has a kernel */
   cJSON_AddItemToObject(j, "est_latency_ms", num_or_null(res->missing == 0, res->est_latency * 1e3));
@@ -164,8 +166,8 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
     return cli_usage("tune", help, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
-  mo.threads = (int)cli_get_long(o, nopt, "--threads", 1);
-  if (mo.threads < 1) return cli_usage("tune", help, "--threads must be positive");
+  int prc = cli_tune_protocol(o, nopt, help, &mo);
+  if (prc) return prc;
   no.tune.space.cores = mo.threads;
   const char *model = cli_get(o, nopt, "--model");
   if (!model) model = "ansor";
@@ -209,7 +211,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   }
   const char *sum = cli_get(o, nopt, "--summary");
   if (sum) {
-    int src = write_summary(sum, path, net, &res, model, (unsigned long long)seed, no.trials, mo.threads);
+    int src = write_summary(sum, path, net, &res, model, (unsigned long long)seed, no.trials, &mo);
     rc = rc ? rc : src;
   }
   cwm_net_result_free(&res);
