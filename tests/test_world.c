@@ -494,6 +494,29 @@ int main(void) {
     CHECK(cwm_world_ranker(dw) != NULL);
     tune_small(dw, "dense M=16 N=24 K=32 bias=1 act=gelu", 16, 3, "the default model");
   }
+  {
+    /* syntactic noise by scores: a workload against itself correlates perfectly; against the
+     * shape one off, the same schedules fit and the correlation is a number in [-1, 1] */
+    cwm_world *nw = dp ? cwm_world_load(dp, &e) : NULL;
+    cwm_costmodel *cm = nw ? cwm_costmodel_world(nw, &e) : NULL;
+    CHECKF(cm != NULL, "%s", e.msg);
+    cwm_workload *a = cwm_workload_from_spec("matmul M=32 N=32 K=32", NULL, &e);
+    cwm_workload *b = cwm_workload_from_spec("matmul M=31 N=31 K=31", NULL, &e);
+    cwm_buf out;
+    cwm_buf_init(&out);
+    double tau = NAN;
+    if (cm && a && b) {
+      CHECKF(cwm_eval_noise(cm, a, a, 40, 1, &out, &tau, &e) == 0, "%s", e.msg);
+      CHECKF(tau == 1.0, "self tau %g", tau);
+      CHECKF(cwm_eval_noise(cm, a, b, 40, 1, &out, &tau, &e) == 0, "%s", e.msg);
+      CHECKF(tau >= -1 && tau <= 1, "tau %g", tau);
+      CHECKF(out.s && strstr(out.s, "| 8/8 |") && strstr(out.s, " of "), "%s", out.s ? out.s : "");
+    }
+    cwm_buf_free(&out);
+    cwm_workload_free(a);
+    cwm_workload_free(b);
+    cwm_costmodel_free(cm);
+  }
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);

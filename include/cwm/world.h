@@ -167,6 +167,13 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
  * For looking into a search: which of the candidates it measured the model would have put first. */
 int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out, cwm_err *err);
 
+/* Syntactic noise without measuring: count candidates of workload a from the search's initial
+ * sampler (seed), the same schedules replayed on b (cwm_replay_fit), both scored by m; prints
+ * the number that fit both, Kendall's tau-b of the two score vectors and how many of a's top 8
+ * are b's top 8. *tau gets the correlation (NULL: not wanted). */
+int cwm_eval_noise(cwm_costmodel *m, const cwm_workload *a, const cwm_workload *b, int count, uint64_t seed,
+                   cwm_buf *out, double *tau, cwm_err *err);
+
 /* Ansor's cost model trained on the measured records of records (the training part of the split
  * by workload when vf > 0, everything when vf = 0) and saved to out: the file `cwm tune --model
  * ansor --pretrained FILE` loads. */

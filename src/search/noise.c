@@ -23,9 +23,7 @@ static cwm_workload *copy_workload(const cwm_workload *w, cwm_err *err) {
   return c;
 }
 
-/* Replays steps on d; SP steps take the extent of the iterator they split there, and their
- * lengths shrink (largest first) until their product fits it. */
-static int replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err) {
+int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err) {
   cwm_state *s = cwm_state_init(d);
   for (int i = 0; i < n; i++) {
     cwm_step st = steps[i];
@@ -118,7 +116,7 @@ static int noise_shape(const cwm_dag *d, const cwm_step *steps, int n, cwm_rng *
     snprintf(w2->name, sizeof w2->name, "%.40s.%s%+d", w->name, key, cand[c][1]);
     cwm_dag *d2 = cwm_dag_new(w2, &last);
     cwm_state *s2 = NULL;
-    if (d2 && replay_fit(d2, steps, n, &s2, &last) == 0) {
+    if (d2 && cwm_replay_fit(d2, steps, n, &s2, &last) == 0) {
       info->kind = CWM_NOISE_SHAPE;
       info->wb = w2;
       info->nsteps_b = s2->nsteps;

@@ -526,3 +526,79 @@ int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out
   part_free(&p);
   return rc;
 }
+
+/* ---- syntactic noise by scores alone ----------------------------------------------------------- */
+
+static int top_overlap(const double *x, const double *y, int n, int k) {
+  int *ix = cwm_xmalloc(sizeof(int) * (size_t)n), *iy = cwm_xmalloc(sizeof(int) * (size_t)n);
+  for (int i = 0; i < n; i++) ix[i] = iy[i] = i;
+  /* partial selection sorts, descending; ties by index so that equal scores agree */
+  for (int t = 0; t < k && t < n; t++)
+    for (int j = t + 1; j < n; j++) {
+      if (x[ix[j]] > x[ix[t]] || (x[ix[j]] == x[ix[t]] && ix[j] < ix[t])) {
+        int q = ix[t];
+        ix[t] = ix[j];
+        ix[j] = q;
+      }
+      if (y[iy[j]] > y[iy[t]] || (y[iy[j]] == y[iy[t]] && iy[j] < iy[t])) {
+        int q = iy[t];
+        iy[t] = iy[j];
+        iy[j] = q;
+      }
+    }
+  int c = 0;
+  for (int a = 0; a < k && a < n; a++)
+    for (int b = 0; b < k && b < n; b++) c += ix[a] == iy[b];
+  free(ix);
+  free(iy);
+  return c;
+}
+
+int cwm_eval_noise(cwm_costmodel *m, const cwm_workload *a, const cwm_workload *b, int count, uint64_t seed,
+                   cwm_buf *out, double *tau, cwm_err *err) {
+  if (tau) *tau = NAN;
+  cwm_dag *da = cwm_dag_new(a, err);
+  if (!da) return err ? err->code : CWM_EPARSE;
+  cwm_dag *db = cwm_dag_new(b, err);
+  if (!db) {
+    cwm_dag_free(da);
+    return err ? err->code : CWM_EPARSE;
+  }
+  cwm_space_opts so;
+  cwm_space_opts_default(&so);
+  cwm_rng r;
+  cwm_rng_seed(&r, seed);
+  cwm_state **sa = NULL;
+  int n = 0;
+  int rc = cwm_sample_initial(da, &so, &r, count, &sa, &n, err);
+  cwm_state **pa = cwm_xcalloc((size_t)(n ? n : 1), sizeof *pa), **pb = cwm_xcalloc((size_t)(n ? n : 1), sizeof *pb);
+  int k = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    cwm_state *y = NULL;
+    cwm_err e2 = {0};
+    if (cwm_replay_fit(db, sa[i]->steps, sa[i]->nsteps, &y, &e2)) continue; /* does not fit b */
+    pa[k] = sa[i];
+    pb[k++] = y;
+  }
+  double *xa = cwm_xcalloc((size_t)(k ? k : 1), sizeof(double)), *xb = cwm_xcalloc((size_t)(k ? k : 1), sizeof(double));
+  if (!rc && k < 3) rc = cwm_fail(err, CWM_ENOSCHED, "noise: %d of %d candidates of %s fit %s; need 3", k, n, a->name, b->name);
+  if (!rc) rc = cwm_costmodel_predict(m, pa, k, xa, err);
+  if (!rc) rc = cwm_costmodel_predict(m, pb, k, xb, err);
+  if (!rc) {
+    double t = cwm_kendall_tau_b(xa, xb, k);
+    int ov = top_overlap(xa, xb, k, 8);
+    if (tau) *tau = t;
+    cwm_buf_printf(out, "| %s | %s | %s | %d of %d | %.3f | %d/%d |\n", m->name, a->name, b->name, k, n, t, ov,
+                   k < 8 ? k : 8);
+  }
+  for (int i = 0; i < k; i++) cwm_state_free(pb[i]);
+  for (int i = 0; i < n; i++) cwm_state_free(sa[i]);
+  free(sa);
+  free(pa);
+  free(pb);
+  free(xa);
+  free(xb);
+  cwm_dag_free(da);
+  cwm_dag_free(db);
+  return rc;
+}
