@@ -219,6 +219,21 @@ typedef struct {
 } progress_t;
 static progress_t g_prog;
 
+/* Appends --repeats/--min-repeat-ms to argv at *a when set (cwm tune's defaults otherwise); rs and
+ * ms hold the numbers' text, so they live as long as argv. */
+static void protocol_args(const ctx_t *c, char **argv, int *a, char rs[32], char ms[32]) {
+  if (c->repeats > 0) {
+    snprintf(rs, 32, "%d", c->repeats);
+    argv[(*a)++] = "--repeats";
+    argv[(*a)++] = rs;
+  }
+  if (c->min_repeat_ms > 0) {
+    snprintf(ms, 32, "%d", c->min_repeat_ms);
+    argv[(*a)++] = "--min-repeat-ms";
+    argv[(*a)++] = ms;
+  }
+}
+
 /* One tuning run, skipped when its log already holds `trials` records. Returns 0, or nonzero
  * when it failed (the report shows "-" for it) or was interrupted. */
 static int tune_run(const ctx_t *c, const char *exp, const char *mname, const char *id, const char *spec, long seed,
@@ -278,16 +293,7 @@ static int tune_run(const ctx_t *c, const char *exp, const char *mname, const ch
   argv[a++] = "--summary";
   argv[a++] = sum;
   char rs[32], ms[32];
-  if (c->repeats > 0) {
-    snprintf(rs, sizeof rs, "%d", c->repeats);
-    argv[a++] = "--repeats";
-    argv[a++] = rs;
-  }
-  if (c->min_repeat_ms > 0) {
-    snprintf(ms, sizeof ms, "%d", c->min_repeat_ms);
-    argv[a++] = "--min-repeat-ms";
-    argv[a++] = ms;
-  }
+  protocol_args(c, argv, &a, rs, ms);
   argv[a] = NULL;
   double t = cwm_now();
   int rc = run_cmd(argv, out);
@@ -702,10 +708,11 @@ static void part_long(const ctx_t *c) {
       snprintf(ts, sizeof ts, "%d", 64 * nsub);
       snprintf(th, sizeof th, "%d", c->threads);
       char rs[32], ms[32];
-      snprintf(rs, sizeof rs, "%d", c->repeats > 0 ? c->repeats : 5);
-      snprintf(ms, sizeof ms, "%d", c->min_repeat_ms > 0 ? c->min_repeat_ms : 50);
-      char *argv[] = {(char *)c->cwm, "tune", "--network", net, "--model", (char *)mn, "--trials", ts, "--seed", "1",
-                      "--threads", th, "--log", log, "--summary", sum, "--repeats", rs, "--min-repeat-ms", ms, NULL};
+      char *argv[24] = {(char *)c->cwm, "tune", "--network", net, "--model", (char *)mn, "--trials", ts, "--seed", "1",
+                        "--threads", th, "--log", log, "--summary", sum};
+      int a = 16;
+      protocol_args(c, argv, &a, rs, ms);
+      argv[a] = NULL;
       int rc = run_cmd(argv, out);
       fprintf(stderr, "paper_cpu: network %s with %s: %s\n", nets[n][0], mn, rc ? "failed (see .out)" : "done");
     }
@@ -799,13 +806,15 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   time_t now = time(NULL);
   char date[64];
   strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  cwm_measure_opts mo; /* the protocol cwm tune uses where paper_cpu does not set it */
+  cwm_measure_opts_default(&mo);
   cwm_buf_printf(&r, "# cwm against Ansor: the paper's CPU experiments\n\n");
   cwm_buf_printf(&r,
                  "Written by `bench/paper_cpu` (%s) from the logs under `%s`; nothing here is typed by hand. "
                  "Machine: %s, %ld online cores, %s %s; cwm %s; %d thread(s) per kernel; a candidate's latency is the "
                  "median of %d timed repeats of at least %d ms; seeds", date, c->dir, cpu,
                  sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, CWM_VERSION, c->threads,
-                 c->repeats > 0 ? c->repeats : 5, c->min_repeat_ms > 0 ? c->min_repeat_ms : 50);
+                 c->repeats > 0 ? c->repeats : mo.repeats, c->min_repeat_ms > 0 ? c->min_repeat_ms : (int)mo.min_repeat_ms);
   for (int s = 0; s < c->nseeds; s++) cwm_buf_printf(&r, "%s %ld", s ? "," : "", c->seeds[s]);
   cwm_buf_printf(&r, ".\n\nReproduce: `%s` (the quick part: budget 64, ablations at 64, noise, anchors), then "
                      "`./build/paper_cpu --part long` (ablations at 200, %d versus %d trials, networks; resumable). "

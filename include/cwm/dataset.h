@@ -180,6 +180,10 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
 
 /* ------------------------------------------------------------ noise pairs (search/noise.c) */
 
+/* Replays steps on d, a workload of another shape: SP steps take the extent of the iterator they
+ * split there, and their lengths shrink (largest first) until their product fits it. */
+int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err);
+
 enum { CWM_NOISE_SHAPE = 0, CWM_NOISE_RENAME = 1, CWM_NOISE_REORDER = 2 };
 
 /* A pair of printed states that mean the same computation written differently: the final
@@ -192,10 +196,6 @@ enum { CWM_NOISE_SHAPE = 0, CWM_NOISE_RENAME = 1, CWM_NOISE_REORDER = 2 };
  *           when the workload has none, or when the schedule hides the swap: one of the two
  *           attached inside a third stage prints at the same place either way).
  * text_a and text_b are owned. */
-/* Replays steps on d, a workload of another shape: SP steps take the extent of the iterator they
- * split there, and their lengths shrink (largest first) until their product fits it. */
-int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err);
-
 int cwm_noise_pair(const cwm_dag *d, const cwm_step *steps, int n, int kind, cwm_rng *r, char **text_a,
                    char **text_b, cwm_err *err);
 

@@ -37,7 +37,7 @@ int cwm_action_vocab(void) { return A__COUNT; }
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 /* floor(log2 v) + 1, or round(log2 v) + 1 (up when v^2 >= 2^(2b + 1)); 0 for v <= 0 */
-static int lg_bucket_r(long v, int nb, int round) {
+static int lg_bucket(long v, int nb, int round) {
   if (v <= 0) return 0;
   int b = 63 - __builtin_clzll((unsigned long long)v);
   if (round && (unsigned __int128)v * (unsigned long long)v >= ((unsigned __int128)1 << (2 * b + 1))) b++;
@@ -45,7 +45,6 @@ static int lg_bucket_r(long v, int nb, int round) {
 }
 
 int cwm_action_ids(const cwm_step *s, int round, int *ids) {
-#define lg_bucket(v, nb) lg_bucket_r((v), (nb), round)
   int n = 0;
   ids[n++] = A_KIND + clampi(s->kind, 0, 15);
   ids[n++] = A_STAGE + clampi(s->stage, 0, 15);
@@ -56,14 +55,14 @@ int cwm_action_ids(const cwm_step *s, int round, int *ids) {
       break;
     case CWM_S_PR:
       ids[n++] = A_ITER + clampi(s->iter, 0, 31);
-      ids[n++] = A_UNROLL + lg_bucket(s->a, 16);
+      ids[n++] = A_UNROLL + lg_bucket(s->a, 16, round);
       break;
     case CWM_S_SP:
       ids[n++] = A_ITER + clampi(s->iter, 0, 31);
-      ids[n++] = A_EXT + lg_bucket(s->extent, 32);
+      ids[n++] = A_EXT + lg_bucket(s->extent, 32, round);
       ids[n++] = A_I2O + (s->inner_to_outer ? 1 : 0);
       ids[n++] = A_NLIST + clampi(s->n, 0, 24);
-      for (int i = 0; i < s->n && i < 6; i++) ids[n++] = A_LEN + i * 16 + lg_bucket(s->v[i], 16);
+      for (int i = 0; i < s->n && i < 6; i++) ids[n++] = A_LEN + i * 16 + lg_bucket(s->v[i], 16, round);
       break;
     case CWM_S_FU:
       ids[n++] = A_NLIST + clampi(s->n, 0, 24);
@@ -85,7 +84,7 @@ int cwm_action_ids(const cwm_step *s, int round, int *ids) {
       break;
     case CWM_S_SA:
       ids[n++] = A_ITER + clampi(s->iter, 0, 31);
-      ids[n++] = A_FACTOR + lg_bucket(s->a, 32);
+      ids[n++] = A_FACTOR + lg_bucket(s->a, 32, round);
       break;
     case CWM_S_CA:
       ids[n++] = A_TSTAGE + clampi(s->a, 0, 15);
@@ -108,7 +107,6 @@ int cwm_action_ids(const cwm_step *s, int round, int *ids) {
     default: break;
   }
   return n;
-#undef lg_bucket
 }
 
 void wm_transition_params(cwm_params *tp, int D) {

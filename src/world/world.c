@@ -514,13 +514,16 @@ static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *row
   char **texts = cwm_xmalloc(sizeof(char *) * (size_t)n);
   uint64_t *keys = cwm_xmalloc(sizeof(uint64_t) * (size_t)n);
   int *miss = cwm_xmalloc(sizeof(int) * (size_t)n), nmiss = 0;
+  wm_map seen; /* the same text twice in one batch is encoded once */
+  wm_map_init(&seen, 1);
   for (int i = 0; i < n; i++) {
     texts[i] = cwm_state_print(states[i]);
     keys[i] = cwm_hash64(texts[i], strlen(texts[i]));
-    int dup = 0; /* the same text twice in one batch is encoded once */
-    for (int k = nmiss - 1; k >= 0 && k >= nmiss - 64 && !dup; k--) dup = keys[miss[k]] == keys[i];
-    if (!dup && !wm_map_get(&w->zs_cache, keys[i])) miss[nmiss++] = i;
+    if (wm_map_get(&w->zs_cache, keys[i]) || wm_map_get(&seen, keys[i])) continue;
+    wm_map_put(&seen, keys[i]);
+    miss[nmiss++] = i;
   }
+  wm_map_free(&seen);
   int rc = 0;
   if (nmiss > 0) {
     const char **mt = cwm_xmalloc(sizeof(char *) * (size_t)nmiss);
@@ -538,12 +541,7 @@ static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *row
       rc = err ? err->code : CWM_EMODEL;
       break;
     }
-    const float *zT = wm_map_get(&w->zs_cache, keys[i]);
-    if (!zT) { /* a duplicate text whose first copy was not cached (cannot happen: same key) */
-      rc = cwm_fail(err, CWM_EMODEL, "static-final ablation: encoding of candidate %d missing", i);
-      break;
-    }
-    row_fill(w, z0, zT, 0, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf, 0);
+    row_fill(w, z0, wm_map_get(&w->zs_cache, keys[i]), 0, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf, 0);
   }
   for (int i = 0; i < n; i++) free(texts[i]);
   free(texts);
