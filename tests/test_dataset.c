@@ -657,6 +657,47 @@ static void test_measure(void) {
   CHECK(cwm_dataset_remeasure(&ro, &r2, &e) == 0);
   CHECKF(r2.measured == 0 && r2.resumed == ok && fabs(r2.median_rel_diff - rr.median_rel_diff) < 1e-6, "resume: measured %d resumed %d",
          r2.measured, r2.resumed);
+  CHECKF(rr.nstretch == 1 && rr.stretch[0].n == rr.compared && rr.median_ratio > 0,
+         "one stretch expected: %d stretches", rr.nstretch);
+  /* drift: the log's first half timed two hours earlier on a machine 4x slower, the second half
+   * timed as the re-measurement did: two stretches, t2/t1 exactly 1/4 and 1 */
+  {
+    CHECK(cwm_log_read(o.log_path, &recs, &n, &nbad, &e) == 0);
+    cwm_record *again;
+    int na, nbad2;
+    CHECK(cwm_log_read(outp, &again, &na, &nbad2, &e) == 0);
+    static char drift[256];
+    snprintf(drift, sizeof drift, "%s", tmp("drift.jsonl"));
+    remove(drift);
+    cwm_log *dl = cwm_log_open(drift, &e);
+    CHECK(dl != NULL);
+    int early = 0, late = 0;
+    for (int i = 0; i < n; i++) {
+      for (int j = 0; j < na; j++)
+        if (!strcmp(recs[i].key, again[j].key) && recs[i].nsteps == again[j].nsteps && again[j].error == 0 &&
+            !memcmp(recs[i].steps, again[j].steps, sizeof(cwm_step) * (size_t)recs[i].nsteps)) {
+          recs[i].ncosts = again[j].ncosts;
+          for (int k = 0; k < again[j].ncosts; k++) recs[i].costs[k] = again[j].costs[k] * (i < n / 2 ? 4 : 1);
+          early += i < n / 2;
+          late += i >= n / 2;
+        }
+      if (i < n / 2) recs[i].timestamp -= 7200;
+      CHECK(cwm_log_append(dl, &recs[i], &e) == 0);
+    }
+    cwm_log_close(dl);
+    cwm_records_free(recs, n);
+    cwm_records_free(again, na);
+    cwm_remeasure_opts rd = ro;
+    rd.log_path = drift;
+    cwm_remeasure_result r3;
+    CHECKF(cwm_dataset_remeasure(&rd, &r3, &e) == 0, "%s", e.msg);
+    CHECKF(early > 0 && late > 0 && r3.measured == 0 && r3.nstretch == 2 && r3.stretch[0].n == early &&
+               r3.stretch[1].n == late && r3.stretch[1].first - r3.stretch[0].last > 3600 &&
+               fabs(r3.stretch[0].median_ratio - 0.25) < 1e-9 && fabs(r3.stretch[0].median_rel_diff - 0.75) < 1e-9 &&
+               fabs(r3.stretch[1].median_ratio - 1) < 1e-9 && r3.stretch[1].median_rel_diff < 1e-9,
+           "stretches %d: %d pairs ratio %.3f, %d pairs ratio %.3f (early %d late %d)", r3.nstretch,
+           r3.stretch[0].n, r3.stretch[0].median_ratio, r3.stretch[1].n, r3.stretch[1].median_ratio, early, late);
+  }
   /* a small fraction picks a subset */
   ro.fraction = 0.3;
   CHECK(cwm_dataset_remeasure(&ro, &r2, &e) == 0);

@@ -170,9 +170,22 @@ typedef struct {
   void *progress_ud;
 } cwm_remeasure_opts;
 
+/* Pairs grouped by when their first timing was taken: a stretch is a run of originals with no
+ * gap over an hour between them (in order of their timestamps). A stretch whose median t2/t1 is
+ * far from 1 is a machine that ran at another speed then, not noise between repeats. */
+#define CWM_REMEASURE_MAX_STRETCH 16
+typedef struct {
+  long first, last;            /* the originals' timestamps, unix seconds */
+  int n;
+  double median_ratio, median_rel_diff;
+} cwm_remeasure_stretch;
+
 typedef struct {
   int selected, measured, resumed, skipped, failed_now, compared;
   double median_rel_diff, p90_rel_diff;
+  double median_ratio;         /* median of t2 / t1: above 1, the programs run slower now */
+  int nstretch;                /* the last stretch takes every later pair once there are 16 */
+  cwm_remeasure_stretch stretch[CWM_REMEASURE_MAX_STRETCH];
 } cwm_remeasure_result;
 
 void cwm_remeasure_opts_default(cwm_remeasure_opts *o);

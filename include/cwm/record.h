@@ -61,7 +61,8 @@ void cwm_record_copy(cwm_record *dst, const cwm_record *src);
 void cwm_record_set_target(cwm_record *r, const cwm_target *t);
 /* Replaces r->steps with a copy of steps[0..n). */
 void cwm_record_set_steps(cwm_record *r, const cwm_step *steps, int n);
-/* The record's median cost in seconds (CWM_FAILED_COST if failed or no costs). */
+/* The record's mean cost over its repeats in seconds, as Ansor's (CWM_FAILED_COST if failed or
+ * no costs). */
 double cwm_record_cost(const cwm_record *r);
 
 /* Appends the record as one JSON line (no trailing newline) to out. Returns CWM_OK. The steps

@@ -353,7 +353,10 @@ static const char *REMEASURE_HELP =
     "Re-measures a seeded random fraction F (default 0.02) of the good records of FILE with the\n"
     "same protocol as cwm dataset measure, appending the new records to FILE2 (resumable: a\n"
     "program already in FILE2 is not measured again), and prints the label noise: the median\n"
-    "(and 90th percentile) relative difference |t2 - t1| / t1 between the two timings.\n";
+    "(and 90th percentile) relative difference |t2 - t1| / t1 between the two timings, the\n"
+    "median t2/t1, and both by stretch of the log (runs of first timings with no gap over an\n"
+    "hour): a stretch far from 1 ran on a machine of another speed, which is drift, not noise.\n"
+    "Timings are the mean of each record's repeats (as Ansor's).\n";
 
 static int cmd_remeasure(int argc, char **argv) {
   cli_opt o[] = {{"--log", 1, NULL}, {"--out", 1, NULL}, {"--fraction", 1, NULL}, {"--seed", 1, NULL},
@@ -385,6 +388,19 @@ static int cmd_remeasure(int argc, char **argv) {
          "label noise over %d pairs: median relative difference %.2f%%, 90th percentile %.2f%%\n",
          res.measured + res.resumed, res.selected, res.resumed, res.skipped, res.failed_now, res.compared,
          100 * res.median_rel_diff, 100 * res.p90_rel_diff);
+  if (res.compared) {
+    printf("median t2/t1 %.3f; by when the first timing was taken (stretches without a gap over an hour, UTC):\n",
+           res.median_ratio);
+    for (int i = 0; i < res.nstretch; i++) {
+      char a[32], b[32];
+      time_t ta = (time_t)res.stretch[i].first, tb = (time_t)res.stretch[i].last;
+      struct tm ga, gb;
+      strftime(a, sizeof a, "%Y-%m-%d %H:%M", gmtime_r(&ta, &ga));
+      strftime(b, sizeof b, "%H:%M", gmtime_r(&tb, &gb));
+      printf("  %s-%s  %5d pairs  median t2/t1 %.3f  median relative difference %.2f%%\n", a, b, res.stretch[i].n,
+             res.stretch[i].median_ratio, 100 * res.stretch[i].median_rel_diff);
+    }
+  }
   return rc ? cli_fail(&e) : 0;
 }
 

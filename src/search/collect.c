@@ -201,6 +201,45 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static double median_of(double *v, int n) {
+  if (n <= 0) return 0;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+  long ts;
+  double ratio;
+} noise_pair;
+
+static int cmp_pair_ts(const void *a, const void *b) {
+  long x = ((const noise_pair *)a)->ts, y = ((const noise_pair *)b)->ts;
+  return x < y ? -1 : x > y;
+}
+
+/* Fills res's drift figures from the pairs (t2 / t1 and the original's timestamp); sorts them. */
+static void remeasure_stretches(noise_pair *p, int n, cwm_remeasure_result *res) {
+  double *v = cwm_xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) v[i] = p[i].ratio;
+  res->median_ratio = median_of(v, n);
+  qsort(p, (size_t)n, sizeof *p, cmp_pair_ts);
+  for (int i = 0; i < n;) {
+    int j = i + 1;
+    if (res->nstretch == CWM_REMEASURE_MAX_STRETCH - 1) j = n;
+    while (j < n && p[j].ts - p[j - 1].ts <= 3600) j++;
+    cwm_remeasure_stretch *s = &res->stretch[res->nstretch++];
+    s->first = p[i].ts;
+    s->last = p[j - 1].ts;
+    s->n = j - i;
+    for (int k = i; k < j; k++) v[k - i] = p[k].ratio;
+    s->median_ratio = median_of(v, j - i);
+    for (int k = i; k < j; k++) v[k - i] = fabs(p[k].ratio - 1);
+    s->median_rel_diff = median_of(v, j - i);
+    i = j;
+  }
+  free(v);
+}
+
 /* The identity of a record's program: workload key + printed steps. */
 static uint64_t rec_id(const cwm_record *r) {
   cwm_buf b;
@@ -237,6 +276,7 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
   uint64_t *dids = cwm_xmalloc(sizeof(uint64_t) * (size_t)(nd ? nd : 1));
   for (int i = 0; i < nd; i++) dids[i] = rec_id(&done[i]);
   double *rel = cwm_xmalloc(sizeof(double) * (size_t)(np ? np : 1));
+  noise_pair *pairs = cwm_xmalloc(sizeof *pairs * (size_t)(np ? np : 1));
   int nrel = 0;
   res->selected = np;
   cwm_log *out = cwm_log_open(o->out_path, err);
@@ -283,6 +323,8 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
     }
     if (have && nr.error == 0) {
       double a = cwm_record_cost(&recs[i]), b = cwm_record_cost(&nr);
+      pairs[nrel].ts = recs[i].timestamp;
+      pairs[nrel].ratio = b / a;
       rel[nrel++] = fabs(b - a) / a;
     } else if (have) {
       res->failed_now++;
@@ -300,6 +342,8 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
   res->compared = nrel;
   res->median_rel_diff = nrel ? (nrel % 2 ? rel[nrel / 2] : 0.5 * (rel[nrel / 2 - 1] + rel[nrel / 2])) : 0;
   res->p90_rel_diff = nrel ? rel[(int)(0.9 * (nrel - 1))] : 0;
+  remeasure_stretches(pairs, nrel, res);
+  free(pairs);
   free(rel);
   free(pick);
   free(ids);
