@@ -150,6 +150,22 @@ int main(void) {
     char *s = cwm_read_file(psum, NULL, &e);
     CHECKF(s && strstr(s, "\"repeats\": 2,") && strstr(s, "\"min_repeat_ms\": 1}"), "summary: %s", s ? s : e.msg);
     free(s);
+    /* the same programs re-measured with another protocol: its records hold 3 repeats */
+    char rlog[160], out[8192];
+    snprintf(rlog, sizeof rlog, "%s/protocol-again.jsonl", g_dir);
+    rc = run_cwm(NULL,
+                 (const char *const[]){"cwm", "dataset", "remeasure", "--log", plog, "--out", rlog, "--fraction", "1",
+                                       "--repeats", "3", "--min-repeat-ms", "1", NULL},
+                 err, sizeof err, out);
+    CHECKF(rc == 0 && strstr(out, "(3 repeats of at least 1 ms)"), "remeasure --repeats 3: exit %d: %s %s", rc, err,
+           out);
+    CHECKF(cwm_log_read(rlog, &recs, &n, &nbad, &e) == 0 && n >= 1, "%s: %d records: %s", rlog, n, e.msg);
+    for (int i = 0; i < n; i++)
+      CHECKF(recs[i].error != 0 || recs[i].ncosts == 3, "re-measured record %d: %d costs, want 3", i, recs[i].ncosts);
+    cwm_records_free(recs, n);
+    expect("remeasure, zero repeats", NULL,
+           (const char *const[]){"cwm", "dataset", "remeasure", "--log", plog, "--out", rlog, "--repeats", "0", NULL},
+           CWM_EUSAGE, "--repeats");
   }
   /* a malformed workload: an op spec and workload text */
   expect("malformed op spec", NULL, TUNE("dense M=8 N=", "--model", "random"), CWM_EPARSE, "N");

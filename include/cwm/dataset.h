@@ -184,6 +184,7 @@ typedef struct {
   int selected, measured, resumed, skipped, failed_now, compared;
   double median_rel_diff, p90_rel_diff;
   double median_ratio;         /* median of t2 / t1: above 1, the programs run slower now */
+  double seconds;              /* spent re-measuring (resumed programs cost none) */
   int nstretch;                /* the last stretch takes every later pair once there are 16 */
   cwm_remeasure_stretch stretch[CWM_REMEASURE_MAX_STRETCH];
 } cwm_remeasure_result;

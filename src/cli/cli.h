@@ -37,7 +37,7 @@ int cmd_tune(int argc, char **argv);
 int cmd_tune_network(const cli_opt *o, int nopt, const char *help);
 /* --threads, --repeats and --min-repeat-ms of cwm tune into mo (defaults kept when absent); a
  * usage error's exit code, or 0. */
-int cli_tune_protocol(const cli_opt *o, int nopt, const char *help, cwm_measure_opts *mo);
+int cli_tune_protocol(const cli_opt *o, int nopt, const char *cmd, const char *help, cwm_measure_opts *mo);
 int cmd_dataset(int, char **);
 int cmd_train(int argc, char **argv);
 /* The cost model of --model NAME (random, ansor with --pretrained, world with --model-file or the

@@ -349,18 +349,21 @@ static int cmd_measure_ds(int argc, char **argv) {
 /* ------------------------------------------------------------------ remeasure */
 
 static const char *REMEASURE_HELP =
-    "usage: cwm dataset remeasure --log FILE --out FILE2 [--fraction F] [--seed S] [--quiet]\n"
+    "usage: cwm dataset remeasure --log FILE --out FILE2 [--fraction F] [--seed S]\n"
+    "                             [--repeats R] [--min-repeat-ms MS] [--quiet]\n"
     "Re-measures a seeded random fraction F (default 0.02) of the good records of FILE with the\n"
-    "same protocol as cwm dataset measure, appending the new records to FILE2 (resumable: a\n"
+    "same protocol as cwm dataset measure (or with R repeats of at least MS ms each: how much\n"
+    "noisier a faster protocol is), appending the new records to FILE2 (resumable: a\n"
     "program already in FILE2 is not measured again), and prints the label noise: the median\n"
     "(and 90th percentile) relative difference |t2 - t1| / t1 between the two timings, the\n"
     "median t2/t1, and both by stretch of the log (runs of first timings with no gap over an\n"
     "hour): a stretch far from 1 ran on a machine of another speed, which is drift, not noise.\n"
-    "Timings are the mean of each record's repeats (as Ansor's).\n";
+    "Timings are the mean of each record's repeats (as Ansor's); the time the measuring took\n"
+    "is printed too.\n";
 
 static int cmd_remeasure(int argc, char **argv) {
   cli_opt o[] = {{"--log", 1, NULL}, {"--out", 1, NULL}, {"--fraction", 1, NULL}, {"--seed", 1, NULL},
-                 {"--quiet", 0, NULL}};
+                 {"--quiet", 0, NULL},    {"--repeats", 1, NULL},      {"--min-repeat-ms", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), REMEASURE_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   cwm_remeasure_opts ro;
@@ -372,6 +375,7 @@ static int cmd_remeasure(int argc, char **argv) {
   if (f) ro.fraction = atof(f);
   if (!(ro.fraction > 0 && ro.fraction <= 1)) return cli_usage("dataset remeasure", REMEASURE_HELP, "--fraction must be in (0, 1]");
   ro.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
+  if ((rc = cli_tune_protocol(o, NOPT(o), "dataset remeasure", REMEASURE_HELP, &ro.measure))) return rc;
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
   ro.progress = progress;
   ro.progress_ud = &quiet;
@@ -384,9 +388,10 @@ static int cmd_remeasure(int argc, char **argv) {
   cwm_remeasure_result res;
   cwm_err e = {0};
   rc = cwm_dataset_remeasure(&ro, &res, &e);
-  printf("re-measured %d of %d selected programs (%d from an earlier run, %d not replayable, %d failed now); "
-         "label noise over %d pairs: median relative difference %.2f%%, 90th percentile %.2f%%\n",
-         res.measured + res.resumed, res.selected, res.resumed, res.skipped, res.failed_now, res.compared,
+  printf("re-measured %d of %d selected programs (%d from an earlier run, %d not replayable, %d failed now) "
+         "in %.0f s (%d repeats of at least %g ms); label noise over %d pairs: median relative difference %.2f%%, 90th percentile %.2f%%\n",
+         res.measured + res.resumed, res.selected, res.resumed, res.skipped, res.failed_now, res.seconds,
+         ro.measure.repeats, ro.measure.min_repeat_ms, res.compared,
          100 * res.median_rel_diff, 100 * res.p90_rel_diff);
   if (res.compared) {
     printf("median t2/t1 %.3f; by when the first timing was taken (stretches without a gap over an hour, UTC):\n",

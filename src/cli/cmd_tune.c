@@ -47,12 +47,12 @@ static const char *TUNE_HELP =
     "{network, trials, est_latency_ms, tasks: [...]} as JSON.\n"
     "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
 
-int cli_tune_protocol(const cli_opt *o, int nopt, const char *help, cwm_measure_opts *mo) {
+int cli_tune_protocol(const cli_opt *o, int nopt, const char *cmd, const char *help, cwm_measure_opts *mo) {
   long th = cli_get_long(o, nopt, "--threads", 1), r = cli_get_long(o, nopt, "--repeats", mo->repeats),
        ms = cli_get_long(o, nopt, "--min-repeat-ms", (long)mo->min_repeat_ms);
-  if (th < 1 || th > 1024) return cli_usage("tune", help, "--threads must be 1..1024");
-  if (r < 1 || r > 32) return cli_usage("tune", help, "--repeats must be 1..32, not %ld", r);
-  if (ms < 0 || ms > 10000) return cli_usage("tune", help, "--min-repeat-ms must be 0..10000, not %ld", ms);
+  if (th < 1 || th > 1024) return cli_usage(cmd, help, "--threads must be 1..1024");
+  if (r < 1 || r > 32) return cli_usage(cmd, help, "--repeats must be 1..32, not %ld", r);
+  if (ms < 0 || ms > 10000) return cli_usage(cmd, help, "--min-repeat-ms must be 0..10000, not %ld", ms);
   mo->threads = (int)th;
   mo->repeats = (int)r;
   mo->min_repeat_ms = (double)ms;
@@ -104,7 +104,7 @@ int cmd_tune(int argc, char **argv) {
     return cli_usage("tune", TUNE_HELP, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
-  if ((rc = cli_tune_protocol(o, NOPT(o), TUNE_HELP, &mo))) return rc;
+  if ((rc = cli_tune_protocol(o, NOPT(o), "tune", TUNE_HELP, &mo))) return rc;
   to.space.cores = mo.threads;
   const char *model = cli_get(o, NOPT(o), "--model");
   if (!model) model = "ansor";

@@ -166,7 +166,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
     return cli_usage("tune", help, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
-  int prc = cli_tune_protocol(o, nopt, help, &mo);
+  int prc = cli_tune_protocol(o, nopt, "tune", help, &mo);
   if (prc) return prc;
   no.tune.space.cores = mo.threads;
   const char *model = cli_get(o, nopt, "--model");

@@ -335,6 +335,7 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
       say_remeasure(o, "%d/%d re-measured, %.0f s, ETA %.0f s", k + 1, np, el, el / (k + 1) * (np - k - 1));
     }
   }
+  res->seconds = cwm_now() - t0;
   cwm_task_free(t);
   cwm_workload_free(w);
   if (out) cwm_log_close(out);
