@@ -35,8 +35,8 @@ int cmd_demo(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 /* `cwm tune --network`, with cmd_tune's parsed options. */
 int cmd_tune_network(const cli_opt *o, int nopt, const char *help);
-/* --threads, --repeats and --min-repeat-ms of cwm tune into mo (defaults kept when absent); a
- * usage error's exit code, or 0. */
+/* --threads, --repeats and --min-repeat-ms of cwm tune (or of another command cmd, named in the
+ * usage errors) into mo (defaults kept when absent); a usage error's exit code, or 0. */
 int cli_tune_protocol(const cli_opt *o, int nopt, const char *cmd, const char *help, cwm_measure_opts *mo);
 int cmd_dataset(int, char **);
 int cmd_train(int argc, char **argv);

@@ -217,9 +217,15 @@ static int cmp_pair_ts(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Fills res's drift figures from the pairs (t2 / t1 and the original's timestamp); sorts them. */
-static void remeasure_stretches(noise_pair *p, int n, cwm_remeasure_result *res) {
+/* Fills res's noise figures from the pairs (t2 / t1 and the original's timestamp): the relative
+ * difference |t2 - t1| / t1 = |t2/t1 - 1| (median, 90th percentile), the median t2/t1, and both
+ * per stretch; sorts the pairs by timestamp. */
+static void remeasure_figures(noise_pair *p, int n, cwm_remeasure_result *res) {
   double *v = cwm_xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+  res->compared = n;
+  for (int i = 0; i < n; i++) v[i] = fabs(p[i].ratio - 1);
+  res->median_rel_diff = median_of(v, n);
+  res->p90_rel_diff = n ? v[(int)(0.9 * (n - 1))] : 0;
   for (int i = 0; i < n; i++) v[i] = p[i].ratio;
   res->median_ratio = median_of(v, n);
   qsort(p, (size_t)n, sizeof *p, cmp_pair_ts);
@@ -275,7 +281,6 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
   }
   uint64_t *dids = cwm_xmalloc(sizeof(uint64_t) * (size_t)(nd ? nd : 1));
   for (int i = 0; i < nd; i++) dids[i] = rec_id(&done[i]);
-  double *rel = cwm_xmalloc(sizeof(double) * (size_t)(np ? np : 1));
   noise_pair *pairs = cwm_xmalloc(sizeof *pairs * (size_t)(np ? np : 1));
   int nrel = 0;
   res->selected = np;
@@ -322,10 +327,8 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
       cwm_state_free(s);
     }
     if (have && nr.error == 0) {
-      double a = cwm_record_cost(&recs[i]), b = cwm_record_cost(&nr);
       pairs[nrel].ts = recs[i].timestamp;
-      pairs[nrel].ratio = b / a;
-      rel[nrel++] = fabs(b - a) / a;
+      pairs[nrel++].ratio = cwm_record_cost(&nr) / cwm_record_cost(&recs[i]);
     } else if (have) {
       res->failed_now++;
     }
@@ -339,13 +342,8 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
   cwm_task_free(t);
   cwm_workload_free(w);
   if (out) cwm_log_close(out);
-  qsort(rel, (size_t)nrel, sizeof *rel, cmp_double);
-  res->compared = nrel;
-  res->median_rel_diff = nrel ? (nrel % 2 ? rel[nrel / 2] : 0.5 * (rel[nrel / 2 - 1] + rel[nrel / 2])) : 0;
-  res->p90_rel_diff = nrel ? rel[(int)(0.9 * (nrel - 1))] : 0;
-  remeasure_stretches(pairs, nrel, res);
+  remeasure_figures(pairs, nrel, res);
   free(pairs);
-  free(rel);
   free(pick);
   free(ids);
   free(dids);
