@@ -4,7 +4,8 @@
  * faster), tuning time, and the geometric means over the compute-bound and memory-bound rows.
  * usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b] [--seed S]
  *                   [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]
- * Logs go to DIR/<model>_<id>.jsonl, so an interrupted run resumes where it stopped. */
+ *                   [--repeats R] [--min-repeat-ms MS]
+ * Logs go to DIR/<model>_<id>_t<T>_s<S>.jsonl, so an interrupted run resumes where it stopped. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -30,9 +31,25 @@ static void ratio_text(double v, const char *fmt, char *out, size_t n) {
   else snprintf(out, n, "%s", "-");
 }
 
+static const char USAGE[] =
+    "usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b]\n"
+    "                  [--seed S] [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]\n"
+    "                  [--repeats R] [--min-repeat-ms MS]\n";
+
+static const char HELP[] =
+    "Tunes every suite row (or --ids) with each --model (default ansor) for --trials (default 64)\n"
+    "measurements, measures oneDNN and PyTorch on the same shapes in the same run, and prints best\n"
+    "latency, GFLOP/s, anchor latency / ours (> 1: we are faster) and tuning time per row, then the\n"
+    "geometric means over the compute-bound (dense, matmul, batch_matmul, conv2d) and memory-bound\n"
+    "(softmax, layernorm, dwconv2d) rows. --pretrained FILE: ansor starts from that model\n"
+    "(cwm costmodel train). --repeats/--min-repeat-ms: the measuring protocol (default 5 of 50 ms,\n"
+    "as cwm tune). Logs: DIR/<model>_<id>_t<T>_s<S>.jsonl under --log-dir (default bench-logs);\n"
+    "a rerun resumes from them and measures nothing twice.\n";
+
 int main(int argc, char **argv) {
   const char *models = "ansor", *ids = NULL, *logdir = "bench-logs", *pretrained = NULL, *suite = NULL;
-  int trials = 64, threads = 1, torch = 1;
+  int trials = 64, threads = 1, torch = 1, repeats = -1; /* -1, -1: cwm tune's protocol */
+  double min_ms = -1;
   long seed = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--model") && i + 1 < argc) models = argv[++i];
@@ -43,13 +60,28 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--log-dir") && i + 1 < argc) logdir = argv[++i];
     else if (!strcmp(argv[i], "--pretrained") && i + 1 < argc) pretrained = argv[++i];
     else if (!strcmp(argv[i], "--suite") && i + 1 < argc) suite = argv[++i];
+    else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--min-repeat-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--no-torch")) torch = 0;
-    else {
-      fprintf(stderr, "usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b]\n"
-                      "                  [--seed S] [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]\n");
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("%s%s", USAGE, HELP);
+      return 0;
+    } else {
+      fprintf(stderr, "tune_suite: unknown or incomplete option '%s'\n%s", argv[i], USAGE);
       return 2;
     }
   }
+  if (trials < 1 || threads < 1 || (repeats != -1 && (repeats < 1 || repeats > 32)) ||
+      (min_ms != -1 && !(min_ms > 0 && min_ms <= 10000))) {
+    fprintf(stderr, "tune_suite: --trials and --threads must be positive, --repeats 1..32, --min-repeat-ms "
+                    "above 0 and at most 10000\n%s",
+            USAGE);
+    return 2;
+  }
+  cwm_measure_opts proto;
+  cwm_measure_opts_default(&proto);
+  if (repeats > 0) proto.repeats = repeats;
+  if (min_ms > 0) proto.min_repeat_ms = min_ms;
   if (!suite) suite = cwm_suite_default_path();
   cwm_err e = {0};
   if (cwm_mkdir_p(logdir, &e)) {
@@ -66,8 +98,9 @@ int main(int argc, char **argv) {
   char mbuf[256];
   snprintf(mbuf, sizeof mbuf, "%s", models);
   for (char *t = strtok(mbuf, ","); t && nm < 8; t = strtok(NULL, ",")) mlist[nm++] = t;
-  printf("tune_suite: models %s, %d trials, %d thread(s), seed %ld; ratio = anchor latency / our latency\n", models,
-         trials, threads, seed);
+  printf("tune_suite: models %s, %d trials, %d thread(s), seed %ld, median of %d repeats of at least %g ms; "
+         "ratio = anchor latency / our latency\n",
+         models, trials, threads, seed, proto.repeats, proto.min_repeat_ms);
   printf("%-13s %-9s %10s %9s %9s", "id", "op", "oneDNN_us", "torch_us", "GFLOP");
   printf("\n");
   double lg_c[8] = {0}, lg_m[8] = {0}, lt_c[8] = {0}, lt_m[8] = {0};
@@ -96,8 +129,7 @@ int main(int argc, char **argv) {
     double flops = cwm_workload_flops(w);
     double best[8], tsec[8];
     for (int k = 0; k < nm; k++) {
-      cwm_measure_opts mo;
-      cwm_measure_opts_default(&mo);
+      cwm_measure_opts mo = proto;
       mo.threads = threads;
       cwm_task *t = cwm_task_new(w, &mo, &e);
       cwm_tune_opts to;

@@ -45,4 +45,35 @@ before=$(cat "$W"/runs/b64/*.jsonl | wc -l)
 run 2 || { cat "$W/stderr.2"; exit 1; }
 after=$(cat "$W"/runs/b64/*.jsonl | wc -l)
 [ "$before" = "$after" ] || fail "the second run measured again ($before -> $after records)"
-echo "paper_smoke: ok ($after records, report and plots written, resumed without measuring)"
+# the sample-efficiency part at a tiny scale (world 3 trials, ansor 5, one row), then its final
+# re-measure: the contenders' best schedules measured together, twice, in line with the step
+# lists; a round cut short resumes in line, and the report's row gets its re-measured figures
+srun() {
+  "$PAPER" --part sample --long-ids softmax_attn --world-trials 3 --ansor-trials 5 --seeds 1 \
+    --ids softmax_attn,layernorm --no-torch --dir "$W/runs" --repeats 3 --min-repeat-ms 10 \
+    --report "$W/REPORT.md" --plots "$W/plots" --records "$REC" 2> "$W/stderr.s$1"
+}
+srun 1 || { cat "$W/stderr.s1"; exit 1; }
+F="$W/runs/sample/final_softmax_attn"
+[ -s "$F.steps" ] || fail "sample: no final re-measure step lists"
+L=$(wc -l < "$F.steps")
+[ "$L" -ge 3 ] && [ "$L" -le 13 ] || fail "sample: $L step lists re-measured, want 3 to 13"
+[ "$(wc -l < "$F.tags")" = "$L" ] || fail "sample: tags and step lists differ in length"
+[ "$(wc -l < "$F.jsonl")" = $((2 * L)) ] || fail "sample: $(wc -l < "$F.jsonl") re-measured records, want $((2 * L))"
+head -n $((L + 2)) "$F.jsonl" > "$F.cut"
+mv "$F.cut" "$F.jsonl"
+srun 2 || { cat "$W/stderr.s2"; exit 1; }
+[ "$(wc -l < "$F.jsonl")" = $((2 * L)) ] || fail "sample: resumed round left $(wc -l < "$F.jsonl") records"
+i=0
+while IFS= read -r rec; do
+  want=$(sed -n "$((i % L + 1))p" "$F.steps")
+  got=$(printf '%s\n' "$rec" | sed 's/^.*,\[\[\],\(\[.*\]\)\]\],"r".*$/\1/')
+  [ "$got" = "$want" ] || fail "sample: record $i is not step list $((i % L + 1)): $got"
+  i=$((i + 1))
+done < "$F.jsonl"
+grep -E '^\| softmax_attn( \| [0-9.]+){9} \|$' "$W/REPORT.md" > /dev/null ||
+  fail "sample: the report's row lacks figures: $(grep '^| softmax_attn' "$W/REPORT.md" | tail -1)"
+n3=$(wc -l < "$F.jsonl")
+srun 3 || { cat "$W/stderr.s3"; exit 1; }
+[ "$(wc -l < "$F.jsonl")" = "$n3" ] || fail "sample: a complete re-measure was measured again"
+echo "paper_smoke: ok ($after records, report and plots written, resumed without measuring; sample part re-measured $L lists twice)"
