@@ -42,7 +42,7 @@ static const char HELP[] =
     "latency, GFLOP/s, anchor latency / ours (> 1: we are faster) and tuning time per row, then the\n"
     "geometric means over the compute-bound (dense, matmul, batch_matmul, conv2d) and memory-bound\n"
     "(softmax, layernorm, dwconv2d) rows. --pretrained FILE: ansor starts from that model\n"
-    "(cwm costmodel train). --repeats/--min-repeat-ms: the measuring protocol (default 5 of 50 ms,\n"
+    "(cwm train ansor). --repeats/--min-repeat-ms: the measuring protocol (default 5 of 50 ms,\n"
     "as cwm tune). Logs: DIR/<model>_<id>_t<T>_s<S>.jsonl under --log-dir (default bench-logs);\n"
     "a rerun resumes from them and measures nothing twice.\n";
 
