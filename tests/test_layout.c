@@ -111,16 +111,24 @@ static void test_print_and_stores(void) {
          strstr(p, "placeholder bias[64] const\n") && strstr(p, "* W[(i.0@j.0@i.1@j.1 % 4), k.0, k.1, j.3])"),
          "%s", p);
   cwm_kernel k, k2;
-  CHECK(cwm_codegen(s, NULL, &k, &e) == 0);
-  CHECK(cwm_codegen(s, NULL, &k2, &e) == 0);
+  cwm_codegen_opts o8 = {.vec_lanes = 8};
+  CHECK(cwm_codegen(s, &o8, &k, &e) == 0);
+  CHECK(cwm_codegen(s, &o8, &k2, &e) == 0);
   CHECK(!strcmp(k.body, k2.body)); /* deterministic: the same name for the same state */
   CHECK(k.npacked == 1 && k.src_len[1] == 64 * 32 && k.arg_len[1] == 64 * 32 && k.src_len[0] == 0 && k.src_len[2] == 0);
   CHECKF(strstr(k.layout[1], "[4, 4, 8, 16] by (j.0, k.0, k.1, j.3): W[16*j.0 + j.3, 8*k.0 + k.1]"), "%s", k.layout[1]);
   CHECK(strstr(k.body, "const float *restrict W_packed") && strstr(k.body, k.pack_entry) && strstr(k.body, k.pack_fn[1]));
   /* the vectorized loop reads whole vectors: the register tile applies */
   CHECKF(strstr(k.body, "cwm_v8f acc0") && strstr(k.body, "CWM_LOADU(&W_packed["), "%s", k.body);
+  CHECKF(strstr(k.body, "cwm_v8f acc1") && !strstr(k.body, "cwm_v16f"), "%s", k.body); /* 16 = 2 x 8 lanes */
   cwm_kernel_free(&k);
   cwm_kernel_free(&k2);
+  /* 16 lanes (AVX-512): one accumulator per row of the 4 x 16 tile, each a 16-lane vector */
+  cwm_codegen_opts o16 = {.vec_lanes = 16};
+  CHECK(cwm_codegen(s, &o16, &k, &e) == 0);
+  CHECKF(strstr(k.body, "cwm_v16f acc3") && !strstr(k.body, "acc4") && strstr(k.body, "CWM_LOADU16(&W_packed[") &&
+         strstr(k.body, "CWM_INREG16(") && !strstr(k.body, "cwm_v8f acc"), "%s", k.body);
+  cwm_kernel_free(&k);
 
   /* the program features see the new layout: W is contiguous in the vectorized loop */
   cwm_store *st = NULL;
@@ -159,6 +167,11 @@ static void test_print_and_stores(void) {
   cwm_workload_free(w);
 }
 
+/* 1 if a kernel holds a register tile (8- or 16-lane accumulators) */
+static int body_has_tile(const char *body) {
+  return strstr(body, "cwm_v8f acc0") != NULL || strstr(body, "cwm_v16f acc0") != NULL;
+}
+
 /* Bytes of the root buffers (random walks of rfactor can ask for more than the runner allows). */
 static double root_bytes(const cwm_state *s) {
   double b = 0;
@@ -182,7 +195,7 @@ static int has_tile_rt(const cwm_state *s, int *rt) {
   cwm_kernel k;
   cwm_err e = {0};
   if (cwm_codegen(s, NULL, &k, &e)) return 0;
-  int t = strstr(k.body, "cwm_v8f acc0") != NULL;
+  int t = body_has_tile(k.body);
   if (rt) *rt += is_runtime_pack(&k);
   cwm_kernel_free(&k);
   return t;
@@ -254,7 +267,7 @@ static void run_workload(const char *spec, int count, uint64_t seed, const char 
         runtime++;
         if (i < nsampled) sampled_rt++;
       }
-      if (i < nsampled && strstr(k.body, "cwm_v8f acc0")) tiles++;
+      if (i < nsampled && body_has_tile(k.body)) tiles++;
       cwm_kernel_free(&k);
     }
     if (i < nsampled && plain) {
@@ -384,7 +397,7 @@ static void test_sampler_tiles(const char *spec, int n) {
   for (int i = 0; i < nc; i++) {
     cwm_kernel k;
     if (cwm_codegen(c[i], NULL, &k, &e) == 0) {
-      tiles += strstr(k.body, "cwm_v8f acc0") != NULL;
+      tiles += body_has_tile(k.body);
       rw += k.npacked > 0;
       cwm_kernel_free(&k);
     }

@@ -13,7 +13,13 @@
 typedef struct {
   int reference;        /* straightforward kernel, double accumulation (initial state only) */
   const char *fn_name;  /* name of the typed function; default "cwm_k_<hash>" */
+  int vec_lanes;        /* widest vector of a register tile: 8 or 16 floats; 0: cwm_codegen_host_lanes() */
 } cwm_codegen_opts;
+
+/* The vector width register tiles use on this machine: 16 floats where the CPU has AVX-512F,
+ * else 8; the environment variable CWM_VEC_LANES (8 or 16) overrides it. A 16-lane kernel still
+ * compiles and runs right without AVX-512 (the compiler splits each vector in two). */
+int cwm_codegen_host_lanes(void);
 
 typedef struct {
   char *body;                        /* C fragment: typed function + `void <entry>(float *const *args)`

@@ -20,7 +20,7 @@ typedef struct {
   int max_vectorize;
   int vectorize_reorder;
 } cwm_space_opts;
-void cwm_space_opts_default(cwm_space_opts *o); /* 2, 64, 16, 1 */
+void cwm_space_opts_default(cwm_space_opts *o); /* 2, 64, 2 x cwm_codegen_host_lanes() (16 or 32), 1 */
 
 /* Random annotation of a sketch (InitFillTileSize, InitChangeComputeLocation, InitParallel,
  * InitUnroll, InitVectorization), returning a complete valid state, or an error when this draw

@@ -95,7 +95,9 @@ typedef struct {
   cwm_buf *b;
   int par_depth, simd_depth;
   int nbounds; /* named loop bounds emitted so far (unique names) */
-  int used_vec;
+  int used_vec;  /* bit 0: 8-lane vectors, bit 1: 16-lane */
+  int vw;        /* lanes of the register tile being emitted (8 or 16) */
+  int max_lanes; /* widest vector the tiles may use: 16 with AVX-512, else 8 */
   int used_math; /* cwm_expf / cwm_erff: the definitions go before the kernel */
   struct cse_s *cse;
   /* store collection (cwm_lower_stores): the open loops and the stores seen */
@@ -1325,7 +1327,6 @@ static void emit_stage(ctx_t *c, int p, int depth);
  * the reduction loop, updated with explicit vector arithmetic, stored after. This is what lets
  * a cache-write stage live in registers; GCC does not reliably promote it on its own. */
 
-#define VW 8
 #define MAX_ACC 24
 #define CSE_MAX 64
 typedef struct cse_s {
@@ -1367,7 +1368,7 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
     if (st != 0 && st != 1) return -1;
     cwm_buf r;
     cwm_buf_init(&r);
-    if (st == 1) cwm_buf_puts(&r, "CWM_LOADU(&");
+    if (st == 1) cwm_buf_puts(&r, c->vw == 16 ? "CWM_LOADU16(&" : "CWM_LOADU(&");
     emit_read(c, e, env, &r, 0);
     if (st == 1) cwm_buf_puts(&r, ")");
     if (c->cse) {
@@ -1427,7 +1428,12 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   if (first > last || last - first + 1 > 4) return 0;
   int vleaf = st->iters[last];
   const cwm_node *vn = &st->nodes[vleaf];
-  if (vn->ann != CWM_ANN_VECTORIZE || vn->extent % VW) return 0;
+  if (vn->ann != CWM_ANN_VECTORIZE) return 0;
+  /* one 16-lane vector per 16 contiguous elements where the machine has them, else 8-lane */
+  const int VW = c->max_lanes >= 16 && vn->extent % 16 == 0 ? 16 : 8;
+  if (vn->extent % VW) return 0;
+  c->vw = VW;
+  const char *vty = VW == 16 ? "cwm_v16f" : "cwm_v8f", *sfx = VW == 16 ? "16" : "";
   long nacc = vn->extent / VW, tile = vn->extent;
   for (int j = first; j < last; j++) {
     const cwm_node *n = &st->nodes[st->iters[j]];
@@ -1525,27 +1531,27 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
     c->cse = NULL;
     for (int r = 0; r < nroot; r++) free(env[r]);
     snprintf(acc[t], sizeof acc[t], "acc%ld", t);
-    if (sst == 1) line(c, depth + 1, "cwm_v8f %s = CWM_LOADU(&%s);", acc[t], tgt[t].s);
-    else line(c, depth + 1, "cwm_v8f %s = CWM_LOADS(&%s, %ld);", acc[t], tgt[t].s, sst);
+    if (sst == 1) line(c, depth + 1, "%s %s = CWM_LOADU%s(&%s);", vty, acc[t], sfx, tgt[t].s);
+    else line(c, depth + 1, "%s %s = CWM_LOADS%s(&%s, %ld);", vty, acc[t], sfx, tgt[t].s, sst);
   }
   c->nov = 0;
   int rpar[CWM_MAX_ITERS], rd = depth + 1;
   for (int j = pos; j < first; j++) rpar[j] = open_loop(c, p, j, rd++, 0);
   for (int k = 0; k < cse.n; k++) {
-    line(c, rd, "%s t%d = %s;", cse.vec[k] ? "cwm_v8f" : "float", k, cse.text[k]);
-    if (cse.vec[k]) line(c, rd, "CWM_INREG(t%d);", k);
+    line(c, rd, "%s t%d = %s;", cse.vec[k] ? vty : "float", k, cse.text[k]);
+    if (cse.vec[k]) line(c, rd, "CWM_INREG%s(t%d);", sfx, k);
     free(cse.text[k]);
   }
   for (long t = 0; t < nacc; t++) line(c, rd, "%s += %s;", acc[t], upd[t].s);
   for (int j = first - 1; j >= pos; j--) close_loop(c, --rd, rpar[j]);
   for (long t = 0; t < nacc; t++) {
-    if (sst == 1) line(c, depth + 1, "CWM_STOREU(&%s, %s);", tgt[t].s, acc[t]);
-    else line(c, depth + 1, "CWM_STORES(&%s, %ld, %s);", tgt[t].s, sst, acc[t]);
+    if (sst == 1) line(c, depth + 1, "CWM_STOREU%s(&%s, %s);", sfx, tgt[t].s, acc[t]);
+    else line(c, depth + 1, "CWM_STORES%s(&%s, %ld, %s);", sfx, tgt[t].s, sst, acc[t]);
     cwm_buf_free(&tgt[t]);
     cwm_buf_free(&upd[t]);
   }
   line(c, depth, "}");
-  c->used_vec = 1;
+  c->used_vec |= VW == 16 ? 2 : 1;
   return 1;
 }
 
@@ -2155,6 +2161,19 @@ static long max_reduction(const cwm_workload *w) {
   return m;
 }
 
+int cwm_codegen_host_lanes(void) {
+  static int lanes;
+  if (!lanes) {
+    const char *e = getenv("CWM_VEC_LANES");
+    if (e && (!strcmp(e, "8") || !strcmp(e, "16"))) lanes = atoi(e);
+#if defined(__x86_64__) && defined(__GNUC__)
+    else if (__builtin_cpu_supports("avx512f")) lanes = 16;
+#endif
+    else lanes = 8;
+  }
+  return lanes;
+}
+
 int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cwm_err *err) {
   memset(k, 0, sizeof *k);
   if (!cwm_state_is_complete(s))
@@ -2166,6 +2185,8 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
   cwm_buf_init(&b);
   c->s = s;
   c->ref = o && o->reference;
+  c->max_lanes = o && o->vec_lanes ? o->vec_lanes : cwm_codegen_host_lanes();
+  c->vw = 8;
   c->b = &body;
   c->err = err;
   lower_all(c);
@@ -2246,7 +2267,7 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
   char wname[sizeof w->name];
   cwm_codegen_safe_name(w->name, wname, sizeof wname); /* names come from files: never raw into C */
   cwm_buf_printf(&b, "/* %s: workload %s, %d steps (generated by cwm %s) */\n", k->fn, wname, s->nsteps, CWM_VERSION);
-  if (c->used_vec)
+  if (c->used_vec & 1)
     cwm_buf_puts(&b, "#ifndef CWM_VEC_DEFS\n#define CWM_VEC_DEFS\n"
                      "typedef float cwm_v8f __attribute__((vector_size(32)));\n"
                      "typedef float cwm_v8fu __attribute__((vector_size(32), aligned(4), may_alias));\n"
@@ -2257,9 +2278,32 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
                      "                                   (p)[4 * (s)], (p)[5 * (s)], (p)[6 * (s)], (p)[7 * (s)]})\n"
                      "#define CWM_STORES(p, s, v) do { float *q_ = (p); cwm_v8f v_ = (v); \\\n"
                      "  for (int l_ = 0; l_ < 8; l_++) q_[l_ * (s)] = v_[l_]; } while (0)\n"
+                     "#endif\n");
+  if (c->used_vec & 2)
+    cwm_buf_puts(&b, "#ifndef CWM_VEC16_DEFS\n#define CWM_VEC16_DEFS\n"
+                     "/* 16 lanes: one AVX-512 register (two AVX2 registers where the compiler has no AVX-512) */\n"
+                     "typedef float cwm_v16f __attribute__((vector_size(64)));\n"
+                     "typedef float cwm_v16fu __attribute__((vector_size(64), aligned(4), may_alias));\n"
+                     "#define CWM_LOADU16(p) (*(const cwm_v16fu *)(p))\n"
+                     "#define CWM_STOREU16(p, v) (*(cwm_v16fu *)(p) = (v))\n"
+                     "#define CWM_LOADS16(p, s) ((cwm_v16f){(p)[0], (p)[(s)], (p)[2 * (s)], (p)[3 * (s)], \\\n"
+                     "    (p)[4 * (s)], (p)[5 * (s)], (p)[6 * (s)], (p)[7 * (s)], (p)[8 * (s)], (p)[9 * (s)], \\\n"
+                     "    (p)[10 * (s)], (p)[11 * (s)], (p)[12 * (s)], (p)[13 * (s)], (p)[14 * (s)], (p)[15 * (s)]})\n"
+                     "#define CWM_STORES16(p, s, v) do { float *q_ = (p); cwm_v16f v_ = (v); \\\n"
+                     "  for (int l_ = 0; l_ < 16; l_++) q_[l_ * (s)] = v_[l_]; } while (0)\n"
+                     "#endif\n");
+  if (c->used_vec)
+    cwm_buf_puts(&b, "#ifndef CWM_INREG\n"
                      "/* keeps a loaded vector in a register: one load reused by every FMA */\n"
-                     "#if defined(__x86_64__) && defined(__GNUC__)\n#define CWM_INREG(v) __asm__(\"\" : \"+x\"(v))\n"
-                     "#else\n#define CWM_INREG(v) ((void)0)\n#endif\n#endif\n");
+                     "#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX512VL__)\n"
+                     "#define CWM_INREG(v) __asm__(\"\" : \"+v\"(v))\n"
+                     "#elif defined(__x86_64__) && defined(__GNUC__) && defined(__AVX__)\n"
+                     "#define CWM_INREG(v) __asm__(\"\" : \"+x\"(v))\n"
+                     "#else\n#define CWM_INREG(v) ((void)0) /* no 32-byte registers: the compiler splits it */\n#endif\n"
+                     "#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX512F__)\n"
+                     "#define CWM_INREG16(v) __asm__(\"\" : \"+v\"(v))\n"
+                     "#else\n#define CWM_INREG16(v) ((void)0) /* no 64-byte registers: the compiler splits it */\n"
+                     "#endif\n#endif\n");
   if (c->used_math) cwm_buf_puts(&b, math_defs);
   cwm_buf_printf(&b, "void %s(", k->fn);
   for (int a = 0; a < k->nargs; a++)

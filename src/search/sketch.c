@@ -2,6 +2,7 @@
  * and without a fused element-wise consumer) over cwm step lists, and the access analyses the
  * rules, the annotation and the mutation share. A sketch is a state whose SP lengths are 0. */
 #include "cwm/sketch.h"
+#include "cwm/codegen.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -543,6 +544,7 @@ void cwm_states_free(cwm_state **s, int n) {
 void cwm_space_opts_default(cwm_space_opts *o) {
   o->cores = 2;
   o->max_innermost = 64;
-  o->max_vectorize = 16;
+  /* Ansor's 16 floats is two AVX2 vectors; where the machine has 16-lane vectors, two of those */
+  o->max_vectorize = 2 * cwm_codegen_host_lanes();
   o->vectorize_reorder = 1;
 }
