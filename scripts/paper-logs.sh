@@ -4,11 +4,14 @@
 # report/paper-logs.tar.xz (commit it with REPORT.md), `restore` unpacks that archive into
 # bench-out/paper without overwriting a log that is already there, so `./build/paper_cpu`
 # resumes where the archived runs stopped (the 10,000-trial part takes more than a session).
-#   scripts/paper-logs.sh save|restore [DIR]      (DIR: default bench-out/paper)
+#   scripts/paper-logs.sh save|restore [DIR [ARCHIVE]]
+#     DIR: default bench-out/paper; ARCHIVE: default report/paper-logs.tar.xz (the logs of
+#     bench/tune_suite's runs are kept the same way: DIR bench-out/ts, ARCHIVE
+#     report/tune-suite-logs.tar.xz)
 set -e
 cd "$(dirname "$0")/.."
 DIR=${2:-bench-out/paper}
-ARCHIVE=report/paper-logs.tar.xz
+ARCHIVE=${3:-report/paper-logs.tar.xz}
 case "$1" in
   save)
     [ -d "$DIR" ] || { echo "paper-logs: $DIR does not exist: nothing to save" >&2; exit 2; }
@@ -24,7 +27,7 @@ case "$1" in
     echo "paper-logs: $ARCHIVE -> $DIR (logs already there kept)"
     ;;
   *)
-    echo "usage: scripts/paper-logs.sh save|restore [DIR]" >&2
+    echo "usage: scripts/paper-logs.sh save|restore [DIR [ARCHIVE]]" >&2
     exit 2
     ;;
 esac

@@ -92,7 +92,8 @@ void cwm_tuner_result(const cwm_tuner *tu, cwm_tune_result *res);
  * checks the kernel against a straightforward reference and prints the max error). */
 int cwm_export(const cwm_state *s, const char *dir, const char *name, cwm_err *err);
 
-/* Hand-written schedules ("matmul_1024", "dense_qkv", "conv_s1_3x3"); steps are malloc'ed. */
+/* Hand-written schedules ("matmul_1024", "dense_qkv", "conv_s1_3x3"), with 16-lane register tiles
+ * where cwm_codegen_host_lanes() is 16; steps are malloc'ed. */
 int cwm_hand_schedule(const char *id, cwm_step **steps, int *n, cwm_err *err);
 
 #endif
