@@ -21,24 +21,46 @@
 
 static void progress(void *ud, const char *line) { fprintf(stderr, "  [%s] %s\n", (const char *)ud, line); }
 
-/* The best schedule of a tuning run measured again with the task's protocol: seconds, or -1. */
-static double remeasure(cwm_task *t, const cwm_tune_result *res, cwm_err *e) {
+/* The best schedule of a tuning run as a state (NULL, with e set, when none ran). */
+static cwm_state *best_state(cwm_task *t, const cwm_tune_result *res, cwm_err *e) {
   if (!res->best_steps || res->best_cost >= 1e9) {
     snprintf(e->msg, sizeof e->msg, "no schedule ran");
-    return -1;
+    return NULL;
   }
   cwm_state *s = NULL;
-  if (cwm_state_replay(cwm_task_dag(t), res->best_steps, res->best_nsteps, &s, NULL, e)) return -1;
+  if (cwm_state_replay(cwm_task_dag(t), res->best_steps, res->best_nsteps, &s, NULL, e)) return NULL;
+  return s;
+}
+
+/* One timing of s with the task's protocol: seconds, or -1 (e says why). */
+static double time_once(cwm_task *t, cwm_state *s, cwm_err *e) {
   cwm_record r;
   double sec = -1;
   if (cwm_task_measure(t, &s, 1, &r, e) == 0) {
     sec = cwm_record_cost(&r);
-    if (sec >= 1e9) snprintf(e->msg, sizeof e->msg, "%s", r.msg[0] ? r.msg : "it failed");
-    if (sec >= 1e9) sec = -1;
+    if (sec >= 1e9) {
+      snprintf(e->msg, sizeof e->msg, "%s", r.msg[0] ? r.msg : "it failed");
+      sec = -1;
+    }
     cwm_record_free(&r);
   }
-  cwm_state_free(s);
   return sec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median of the positive values of v[0..n); -1 if none. */
+static double median_pos(const double *v, int n) {
+  double w[16];
+  int m = 0;
+  for (int i = 0; i < n && m < 16; i++)
+    if (v[i] > 0) w[m++] = v[i];
+  if (!m) return -1;
+  qsort(w, (size_t)m, sizeof w[0], cmp_double);
+  return m % 2 ? w[m / 2] : 0.5 * (w[m / 2 - 1] + w[m / 2]);
 }
 
 static int memory_bound(const char *op) {
@@ -54,7 +76,7 @@ static void ratio_text(double v, const char *fmt, char *out, size_t n) {
 static const char USAGE[] =
     "usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b]\n"
     "                  [--seed S] [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]\n"
-    "                  [--repeats R] [--min-repeat-ms MS]\n";
+    "                  [--repeats R] [--min-repeat-ms MS] [--final-rounds N]\n";
 
 static const char HELP[] =
     "Tunes every suite row (or --ids) with each --model (default ansor) for --trials (default 64)\n"
@@ -64,13 +86,15 @@ static const char HELP[] =
     "(softmax, layernorm, dwconv2d) rows. --pretrained FILE: ansor starts from that model\n"
     "(cwm train ansor). --repeats/--min-repeat-ms: the measuring protocol (default 5 of 50 ms,\n"
     "as cwm tune). Logs: DIR/<model>_<id>_t<T>_s<S>.jsonl under --log-dir (default bench-logs);\n"
-    "a rerun resumes from them and measures nothing twice. Each row's best schedule is timed again\n"
-    "beside the anchors, and that figure is the one compared (the logged best is printed too): a\n"
-    "resumed row's log may come from another session, when the machine ran at another speed.\n";
+    "a rerun resumes from them and measures nothing twice. Then each model's best schedule and\n"
+    "oneDNN are timed again in turn, --final-rounds times (default 3), and the medians are the\n"
+    "figures compared (the logged best is printed too): a resumed row's log may come from another\n"
+    "session, and on this shared machine timings minutes apart differ more than timings in turn.\n";
 
 int main(int argc, char **argv) {
   const char *models = "ansor", *ids = NULL, *logdir = "bench-logs", *pretrained = NULL, *suite = NULL;
   int trials = 64, threads = 1, torch = 1, repeats = -1; /* -1, -1: cwm tune's protocol */
+  int final_rounds = 3;
   double min_ms = -1;
   long seed = 1;
   for (int i = 1; i < argc; i++) {
@@ -84,6 +108,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--suite") && i + 1 < argc) suite = argv[++i];
     else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--min-repeat-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--final-rounds") && i + 1 < argc) final_rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-torch")) torch = 0;
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("%s%s", USAGE, HELP);
@@ -93,10 +118,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (trials < 1 || threads < 1 || (repeats != -1 && (repeats < 1 || repeats > 32)) ||
+  if (trials < 1 || threads < 1 || final_rounds < 1 || final_rounds > 16 ||
+      (repeats != -1 && (repeats < 1 || repeats > 32)) ||
       (min_ms != -1 && !(min_ms > 0 && min_ms <= 10000))) {
-    fprintf(stderr, "tune_suite: --trials and --threads must be positive, --repeats 1..32, --min-repeat-ms "
-                    "above 0 and at most 10000\n%s",
+    fprintf(stderr, "tune_suite: --trials and --threads must be positive, --final-rounds 1..16, --repeats "
+                    "1..32, --min-repeat-ms above 0 and at most 10000\n%s",
             USAGE);
     return 2;
   }
@@ -121,8 +147,8 @@ int main(int argc, char **argv) {
   snprintf(mbuf, sizeof mbuf, "%s", models);
   for (char *t = strtok(mbuf, ","); t && nm < 8; t = strtok(NULL, ",")) mlist[nm++] = t;
   printf("tune_suite: models %s, %d trials, %d thread(s), seed %ld, median of %d repeats of at least %g ms; "
-         "ratio = anchor latency / our latency\n",
-         models, trials, threads, seed, proto.repeats, proto.min_repeat_ms);
+         "best schedules and oneDNN timed again in turn %d times (medians); ratio = anchor latency / our latency\n",
+         models, trials, threads, seed, proto.repeats, proto.min_repeat_ms, final_rounds);
   printf("%-13s %-9s %10s %9s %9s", "id", "op", "oneDNN_us", "torch_us", "GFLOP");
   printf("\n");
   double lg_c[8] = {0}, lg_m[8] = {0}, lt_c[8] = {0}, lt_m[8] = {0};
@@ -150,6 +176,8 @@ int main(int argc, char **argv) {
     }
     double flops = cwm_workload_flops(w);
     double best[8], tsec[8], logged[8];
+    cwm_task *tk[8] = {0};
+    cwm_state *bs[8] = {0};
     for (int k = 0; k < nm; k++) {
       cwm_measure_opts mo = proto;
       mo.threads = threads;
@@ -184,16 +212,35 @@ int main(int argc, char **argv) {
       else {
         logged[k] = res.best_cost;
         tsec[k] = res.seconds;
-        /* the best schedule timed again now, beside the anchors: a resumed row's log may come
-         * from another session, and this machine's speed differs between sessions */
-        best[k] = remeasure(t, &res, &e);
-        if (best[k] <= 0) fprintf(stderr, "%s %s: re-measuring the best schedule: %s\n", id, mlist[k], e.msg);
+        if (!(bs[k] = best_state(t, &res, &e))) fprintf(stderr, "%s %s: the best schedule: %s\n", id, mlist[k], e.msg);
       }
       cwm_tune_result_free(&res);
       cwm_costmodel_free(m);
-      cwm_task_free(t);
+      if (bs[k]) {
+        tk[k] = t;
+        cwm_task_set_slow_cutoff(t, 0); /* the tuner's cut-off for hopeless candidates: off */
+      } else {
+        cwm_task_free(t);
+      }
     }
-    double dn = anchor_seconds_child(0, suite, id, spec, threads);
+    /* The comparison: each model's best schedule and oneDNN timed again, in turn, --final-rounds
+     * times; the medians are compared. A resumed row's log may come from another session (each
+     * is lent a fresh machine, not always the same CPU), and on this shared machine a timing
+     * taken minutes apart from another can differ by far more than two taken in turn. */
+    double sm[8][16], sd[16];
+    for (int r = 0; r < final_rounds; r++) {
+      for (int k = 0; k < nm; k++) {
+        sm[k][r] = bs[k] ? time_once(tk[k], bs[k], &e) : -1;
+        if (bs[k] && sm[k][r] <= 0) fprintf(stderr, "%s %s: timing the best schedule: %s\n", id, mlist[k], e.msg);
+      }
+      sd[r] = anchor_seconds_child(0, suite, id, spec, threads);
+    }
+    for (int k = 0; k < nm; k++) {
+      best[k] = median_pos(sm[k], final_rounds);
+      cwm_state_free(bs[k]);
+      cwm_task_free(tk[k]);
+    }
+    double dn = median_pos(sd, final_rounds);
     double th = torch ? anchor_seconds_child(1, suite, id, spec, threads) : -1;
     char ths[32], rds[32], rts[32];
     ratio_text(th * 1e6, "%9.1f", ths, sizeof ths);

@@ -45,8 +45,10 @@ typedef struct {
   int repeats;            /* timed repeats, the median is reported; default 5 */
   double min_repeat_ms;   /* each repeat runs the kernel enough times to last this; default 50 */
   double budget_s;        /* after 3 repeats, stop once the repeats took this long; default 1 */
-  double slow_cutoff_s;   /* a candidate whose checked first call takes longer than this is timed
-                             by that call alone (one cost, no repeats): the search sets it to 10x
+  double slow_cutoff_s;   /* a candidate whose checked first call and a second, warm call both take
+                             longer than this is timed by the warm call alone (one cost, no
+                             repeats; the cold first call of a small kernel can take 10x its
+                             time, page faults and runtime start included): the search sets it to 10x
                              its best so far, since such a candidate cannot become the best and
                              timing it precisely spent most of a round on ansor's and random's
                              slowest picks; 0 = off (default, and for data-set collection) */
