@@ -47,11 +47,6 @@ static double time_once(cwm_task *t, cwm_state *s, cwm_err *e) {
   return sec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Median of the positive values of v[0..n); -1 if none. */
 static double median_pos(const double *v, int n) {
   double w[16];
@@ -59,7 +54,7 @@ static double median_pos(const double *v, int n) {
   for (int i = 0; i < n && m < 16; i++)
     if (v[i] > 0) w[m++] = v[i];
   if (!m) return -1;
-  qsort(w, (size_t)m, sizeof w[0], cmp_double);
+  qsort(w, (size_t)m, sizeof w[0], anchor_cmp_double_);
   return m % 2 ? w[m / 2] : 0.5 * (w[m / 2 - 1] + w[m / 2]);
 }
 
