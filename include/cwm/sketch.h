@@ -13,14 +13,16 @@ void cwm_states_free(cwm_state **s, int n);
 
 /* cores: sets the parallel degree sought (16 * cores); max_innermost: largest innermost split
  * factor; max_vectorize: largest fused extent that is vectorized; vectorize_reorder: a tiled
- * stage may vectorize another loop of its innermost tile level, moved innermost (annotate.c). */
+ * stage may vectorize another loop of its innermost tile level, moved innermost (annotate.c);
+ * register_tile: the register-tile prior of annotate.c (CWM_REGISTER_TILE=0 turns it off). */
 typedef struct {
   int cores;
   int max_innermost;
   int max_vectorize;
   int vectorize_reorder;
+  int register_tile; /* beyond Ansor: half of the multi-level tiles drawn as register blocks */
 } cwm_space_opts;
-void cwm_space_opts_default(cwm_space_opts *o); /* 2, 64, 2 x cwm_codegen_host_lanes() (16 or 32), 1 */
+void cwm_space_opts_default(cwm_space_opts *o); /* 2, 64, 2 x cwm_codegen_host_lanes() (16 or 32), 1, 1 */
 
 /* Random annotation of a sketch (InitFillTileSize, InitChangeComputeLocation, InitParallel,
  * InitUnroll, InitVectorization), returning a complete valid state, or an error when this draw

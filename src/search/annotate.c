@@ -90,12 +90,67 @@ static void draw_lengths(int extent, int len, int max_inner, cwm_rng *r, int *le
   free(f.count);
 }
 
+/* Divisors of n that are at most cap, ascending; returns their number (out holds 2048). */
+static int small_divisors(int n, int cap, int *out) {
+  int k = 0;
+  for (int d = 1; d <= n && d <= cap && k < 2048; d++)
+    if (n % d == 0) out[k++] = d;
+  return k;
+}
+
+/* Beyond Ansor: the register-tile prior. Ansor draws every tile size uniformly, so a tile whose
+ * innermost level is a register block of a useful shape (a whole number of vectors on one axis
+ * times a few rows on the others, 4 to 3/4 of the vector registers' worth of accumulators) is
+ * rare: on a 3x3 convolution about one draw in ten thousand has the 32 x 7 block that reaches
+ * oneDNN, and a thousand measurements found at best 16 x 7. For half of the multi-level tiled
+ * stages this draws the innermost lengths of the stage's spatial axes that way (one axis, whose
+ * extent is a multiple of the lanes, gets one or two vectors; the others' product is bounded)
+ * and the outer levels uniformly, and sets *vec_root to the axis to vectorize (init_vectorize
+ * moves it innermost). Returns 1 when it drew, 0 when the stage keeps Ansor's draw. */
+static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const cwm_space_opts *o,
+                              cwm_rng *r, int *vec_root) {
+  int lanes = o->max_vectorize / 2 >= 4 ? o->max_vectorize / 2 : 8;
+  int regs = lanes >= 16 ? 32 : 16, lo = 4, hi = regs * 3 / 4;
+  int cand[CWM_MAX_ITERS], nc = 0;
+  for (int k = 0; k < nids; k++)
+    if (steps[ids[k]].extent % lanes == 0) cand[nc++] = k;
+  if (nids < 2 || nc == 0 || cwm_rng_int(r, 2)) return 0;
+  int a = cand[cwm_rng_int(r, nc)];
+  cwm_step *va = &steps[ids[a]];
+  int nvec = (va->extent % (2 * lanes) == 0 && 2 * lanes <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
+  int inner[CWM_MAX_ITERS], *div = cwm_xmalloc(sizeof(int) * 2048), ok = 0;
+  for (int tries = 0; tries < 64 && !ok; tries++) {
+    long prod = nvec;
+    for (int k = 0; k < nids; k++) {
+      if (k == a) continue;
+      int nd = small_divisors(steps[ids[k]].extent, o->max_innermost, div);
+      inner[k] = div[cwm_rng_int(r, nd)];
+      prod *= inner[k];
+    }
+    ok = prod >= lo && prod <= hi;
+  }
+  free(div);
+  if (!ok) return 0;
+  inner[a] = nvec * lanes;
+  for (int k = 0; k < nids; k++) {
+    cwm_step *st = &steps[ids[k]];
+    int outer[CWM_MAX_SPLIT];
+    draw_lengths(st->extent / inner[k], st->n - 1, st->extent, r, outer);
+    for (int l = 0; l < st->n - 1; l++) st->v[l] = outer[l];
+    st->v[st->n - 1] = inner[k];
+  }
+  *vec_root = a;
+  return 1;
+}
+
 /* InitFillTileSize: fills every unknown SP of the step list and replays it, so that the FSP
- * steps follow the drawn sizes. */
+ * steps follow the drawn sizes. vec_root[stage] is the spatial axis the register-tile prior
+ * wants vectorized, -1 where it did not draw. */
 static int fill_tile_sizes(const cwm_state *sk, const cwm_space_opts *o, cwm_rng *r,
-                           cwm_state **out, cwm_err *err) {
+                           int *vec_root, cwm_state **out, cwm_err *err) {
   cwm_step *steps = cwm_xmalloc(sizeof *steps * (size_t)(sk->nsteps ? sk->nsteps : 1));
   memcpy(steps, sk->steps, sizeof *steps * (size_t)sk->nsteps);
+  for (int p = 0; p < CWM_MAX_STAGES; p++) vec_root[p] = -1;
   for (int i = 0; i < sk->nsteps; i++) {
     cwm_step *st = &steps[i];
     if (st->kind != CWM_S_SP) continue;
@@ -105,6 +160,18 @@ static int fill_tile_sizes(const cwm_state *sk, const cwm_space_opts *o, cwm_rng
     if (st->extent <= 0) {
       free(steps);
       return cwm_fail(err, CWM_ESTEP, "step %d: SP with unknown lengths has no extent", i);
+    }
+    /* the multi-level tiling of a stage: its spatial axes' SP steps, 3 lengths each (SSRSRS),
+     * in axis order, taken together the first time one is met */
+    if (o->register_tile && st->n == 3 && st->stage >= 0 && st->stage < CWM_MAX_STAGES &&
+        vec_root[st->stage] == -1) {
+      int ids[CWM_MAX_ITERS], nids = 0;
+      for (int j = i; j < sk->nsteps && nids < CWM_MAX_ITERS; j++)
+        if (steps[j].kind == CWM_S_SP && steps[j].stage == st->stage && steps[j].n == 3 &&
+            steps[j].v[0] == 0 && steps[j].extent > 0)
+          ids[nids++] = j;
+      vec_root[st->stage] = -2; /* considered */
+      if (draw_register_tile(steps, ids, nids, o, r, &vec_root[st->stage])) continue;
     }
     draw_lengths(st->extent, st->n, o->max_innermost, r, st->v);
   }
@@ -225,16 +292,32 @@ static int init_unroll(cwm_state *s, cwm_rng *r, cwm_err *err) {
  * convolution in NCHW then vectorizes its output channels (the weight rewritten contiguous, the
  * input broadcast, the register tile storing with a stride) where its last axis is short (7, 14)
  * or read with a stride (stride 2). */
-static int vectorize_reorder(cwm_state *s, int p, cwm_rng *r, cwm_err *err) {
+static int root_of(const cwm_stage *sg, int node) {
+  for (int hops = 0; node >= 0 && hops < CWM_MAX_NODES; hops++) {
+    if (sg->nodes[node].root >= 0) return sg->nodes[node].root;
+    node = sg->nodes[node].parent;
+  }
+  return -1;
+}
+
+/* want_root >= 0: the register-tile prior drew this stage's tiles for that axis, which is then
+ * always the one moved innermost (if it is not already). */
+static int vectorize_reorder(cwm_state *s, int p, int want_root, cwm_rng *r, cwm_err *err) {
   const cwm_stage *sg = &s->stages[p];
   int cand[CWM_MAX_ITERS], nc = 0;
   for (int it = sg->niters - 1; it >= 0; it--) {
     const cwm_node *nd = &sg->nodes[sg->iters[it]];
     if (nd->kind != CWM_IT_SPATIAL || nd->ann != CWM_ANN_NONE || cwm_attached_count(s, p, it)) break;
+    if (want_root >= 0) {
+      if (root_of(sg, sg->iters[it]) != want_root) continue;
+      if (it == sg->niters - 1) return 0;
+      cand[nc++] = it;
+      break;
+    }
     if (it < sg->niters - 1 && nd->extent > 1) cand[nc++] = it;
   }
-  if (!nc || cwm_rng_int(r, 3)) return 0;
-  int mv = cand[cwm_rng_int(r, nc)];
+  if (!nc || (want_root < 0 && cwm_rng_int(r, 3))) return 0;
+  int mv = cand[want_root >= 0 ? 0 : cwm_rng_int(r, nc)];
   cwm_step re = step_of(CWM_S_RE, p);
   for (int i = 0; i < sg->niters; i++)
     if (i != mv) re.v[re.n++] = i;
@@ -245,10 +328,13 @@ static int vectorize_reorder(cwm_state *s, int p, cwm_rng *r, cwm_err *err) {
 /* InitVectorization: count the fusable spatial loops from the innermost outwards (product
  * <= max_vectorize; only one if the stage is tiled, as its inner two loops are not contiguous),
  * then fuse a random number of them and vectorize. */
-static int init_vectorize(cwm_state *s, const cwm_space_opts *o, cwm_rng *r, cwm_err *err) {
+static int init_vectorize(cwm_state *s, const cwm_space_opts *o, const int *vec_root, cwm_rng *r,
+                          cwm_err *err) {
   for (int p = 0; p < s->nstages; p++) {
     if (!usable(s, p)) continue;
-    if (cwm_stage_is_tiled(s, p) && o->vectorize_reorder && vectorize_reorder(s, p, r, err))
+    int want = p < CWM_MAX_STAGES ? vec_root[p] : -1;
+    if (cwm_stage_is_tiled(s, p) && (o->vectorize_reorder || want >= 0) &&
+        vectorize_reorder(s, p, want, r, err))
       return err ? err->code : CWM_ESTEP;
     const cwm_stage *sg = &s->stages[p];
     int tiled = cwm_stage_is_tiled(s, p), num = 0;
@@ -288,10 +374,11 @@ int cwm_annotate(const cwm_state *sketch, const cwm_space_opts *o, cwm_rng *r, c
   }
   *out = NULL;
   cwm_state *s = NULL;
-  int rc = fill_tile_sizes(sketch, o, r, &s, err);
+  int vec_root[CWM_MAX_STAGES];
+  int rc = fill_tile_sizes(sketch, o, r, vec_root, &s, err);
   if (rc) return rc;
   if ((rc = change_compute_location(s, r, err)) || (rc = init_parallel(s, o, err)) ||
-      (rc = init_unroll(s, r, err)) || (rc = init_vectorize(s, o, r, err))) {
+      (rc = init_unroll(s, r, err)) || (rc = init_vectorize(s, o, vec_root, r, err))) {
     cwm_state_free(s);
     return rc;
   }
