@@ -305,12 +305,58 @@ static void test_register_tile(void) {
   cwm_dag_free(d);
 }
 
+/* Ansor's common-root compute location: a softmax's exponentials (read by the sum and by the
+ * division) can be computed inside the division's row loop once the sum is attached there; the
+ * sampler draws such programs and they compute the right thing. */
+static void test_common_root(void) {
+  const char *spec = "softmax B=2 M=4 N=24";
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
+  cwm_measure_opts mo;
+  cwm_measure_opts_default(&mo);
+  mo.repeats = 1;
+  mo.min_repeat_ms = 0;
+  cwm_task *t = cwm_task_new(w, &mo, &e);
+  CHECK(t != NULL);
+  if (!t) return;
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  cwm_rng r;
+  cwm_rng_seed(&r, 5);
+  cwm_state **cand = NULL, *pick[12];
+  int n = 0, np = 0;
+  CHECKF(cwm_sample_initial(cwm_task_dag(t), &o, &r, 300, &cand, &n, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < n && np < 12; i++) {
+    const cwm_state *s = cand[i];
+    for (int p = 0; p < s->nstages; p++) {
+      if (strcmp(cwm_stage_name(s, p), "e") || s->stages[p].loc != CWM_LOC_ITER) continue;
+      pick[np++] = cand[i];
+      break;
+    }
+  }
+  fprintf(stderr, "softmax candidates with the exponentials attached: %d (of %d, 12 kept)\n", np, n);
+  CHECKF(np >= 4, "only %d of %d softmax candidates attach the exponentials", np, n);
+  cwm_record recs[12];
+  memset(recs, 0, sizeof recs);
+  CHECKF(cwm_task_measure(t, pick, np, recs, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < np; i++) {
+    char *st = steps_text(pick[i]);
+    CHECKF(recs[i].error == 0, "%s: %s: %s\n  steps: %s", spec, cwm_merr_name(recs[i].error), recs[i].msg, st);
+    free(st);
+    cwm_record_free(&recs[i]);
+  }
+  cwm_states_free(cand, n);
+  cwm_task_free(t);
+  cwm_workload_free(w);
+}
+
 int main(void) {
   test_sketch_counts();
   test_annotations_valid();
   test_determinism();
   test_mutation_rules();
   test_register_tile();
+  test_common_root();
   static const char *specs[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",
       "batch_matmul B=2 M=16 N=8 K=12", "softmax B=2 M=4 N=24", "layernorm M=8 N=40",

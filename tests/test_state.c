@@ -75,7 +75,11 @@ static void test_misfits(void) {
   expect_misfit(mm, "[]", "[\"CI\",2]", "output stage");
   expect_misfit(dn, "[]", "[\"CI\",3]", "is a reduction");
   expect_misfit(dn, "[]", "[\"CA\",4,3,0]", "output stage");
-  expect_misfit(sm, "[]", "[\"CA\",2,3,0]", "only consumer");
+  expect_misfit(sm, "[]", "[\"CA\",2,3,0]", "holds all its readers");
+  /* Ansor's common root: the exponentials may go in the division's loop once the sum is there,
+   * not inside the loop the sum is at, and the sum cannot leave while they are there */
+  expect_misfit(sm, "[[\"CA\",3,4,0]]", "[\"CA\",2,4,1]", "s is outside");
+  expect_misfit(sm, "[[\"CA\",3,4,1],[\"CA\",2,4,1]]", "[\"CR\",3]", "outside that loop");
   expect_misfit(mm, "[[\"SP\",2,0,64,[8],1]]", "[\"CHW\",2,\"local\"]", "untransformed");
   expect_misfit(mm, "[]", "[\"CHW\",2,\"shared\"]", "not supported");
   expect_misfit(mm, "[]", "[\"RF\",2,0,0]", "not a reduction iterator");

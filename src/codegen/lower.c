@@ -283,6 +283,19 @@ static void infer_region(ctx_t *c, int p) {
   for (int r = 0; r < tb->ndim + tb->nred; r++) env[r] = root_lin(c, t, r);
   reads_t rd = {0};
   collect_reads(c, tb->body, env, sp->tid, &rd, 0);
+  /* Ansor's common root: the other readers of p are attached in t at or inside p's loop (the
+   * step checks say so); their whole regions, every loop of theirs ranging, are read too */
+  int inner[CWM_MAX_STAGES], ninner = 0;
+  for (int q = p + 1; q < c->s->nstages; q++) {
+    const cwm_stage *sq = &c->s->stages[q];
+    if (q == t || sq->loc != CWM_LOC_ITER || sq->attach_stage != t) continue;
+    const cwm_op *qb = body_op(c, q);
+    int before = rd.n;
+    lin_t envq[CWM_MAX_DIMS * 2];
+    for (int r = 0; r < qb->ndim + qb->nred; r++) envq[r] = root_lin(c, q, r);
+    collect_reads(c, qb->body, envq, sp->tid, &rd, 0);
+    if (rd.n != before || rd.overflow) inner[ninner++] = q;
+  }
   for (int d = 0; d < pop->ndim; d++) {
     int full = rd.overflow || rd.n == 0;
     lin_t fixed0 = lin_const(0);
@@ -295,6 +308,7 @@ static void infer_region(ctx_t *c, int p) {
       for (int k = 0; k < l->n; k++) {
         const atom_t *a = &l->a[k];
         int is_fixed = a->stage != t || stage_iter_pos(tt, a->node) <= apos;
+        for (int k2 = 0; k2 < ninner; k2++) is_fixed &= a->stage != inner[k2];
         if (is_fixed) lin_addterm(&fixed, l->coef[k], *a);
         else term_range(c, l->coef[k], a, &flo, &fhi);
       }

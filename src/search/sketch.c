@@ -208,14 +208,39 @@ static int has_cache_write(const cwm_state *s, int p) {
   return 0;
 }
 
+/* Ansor's GetSingleConsumerId: the only consumer, or the stage every consumer is (root) or is
+ * attached in (a softmax's exponentials, read by the sum attached in the division and by the
+ * division itself); *limit is then the outermost loop position of the division at which one of
+ * the others is attached, the innermost position left for the stage (a consumer must not run
+ * before it). -1 when there is none. */
+static int common_consumer_root(const cwm_state *s, int p, int *limit) {
+  int c[CWM_MAX_STAGES], n = consumers(s, p, c), root = -1;
+  *limit = CWM_MAX_ITERS;
+  if (n == 1) return c[0];
+  for (int i = 0; i < n; i++) {
+    const cwm_stage *sq = &s->stages[c[i]];
+    int r = sq->loc == CWM_LOC_ROOT ? c[i] : sq->loc == CWM_LOC_ITER ? sq->attach_stage : -1;
+    if (r < 0 || (root >= 0 && r != root)) return -1;
+    root = r;
+  }
+  for (int i = 0; i < n; i++) {
+    const cwm_stage *sq = &s->stages[c[i]];
+    if (c[i] == root) continue;
+    if (c[i] < p) return -1; /* it would run before the stage */
+    for (int k = 0; k < s->stages[root].niters; k++)
+      if (s->stages[root].iters[k] == sq->attach_node && k < *limit) *limit = k;
+  }
+  return root;
+}
+
 int cwm_compute_location_candidates(const cwm_state *s, int p, int *target, int *iters) {
-  int c = cwm_single_consumer(s, p);
+  int limit, c = common_consumer_root(s, p, &limit);
   *target = c;
   if (c < 0) return 0;
   const cwm_stage *t = &s->stages[c];
   int at_other = t->loc == CWM_LOC_ITER, tiled = cwm_stage_is_tiled(s, c);
   int visited_reduce = 0, n = 0;
-  for (int i = 0; i < t->niters; i++) {
+  for (int i = 0; i < t->niters && i <= limit; i++) {
     const cwm_node *nd = &t->nodes[t->iters[i]];
     if (nd->kind == CWM_IT_REDUCE) {
       visited_reduce = 1;

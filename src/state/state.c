@@ -191,6 +191,46 @@ static int is_output_stage(const cwm_state *s, int stage) {
   return s->stages[stage].tid == cwm_dag_workload(s->dag)->output;
 }
 
+static int iter_pos(const cwm_stage *sg, int node) {
+  for (int i = 0; i < sg->niters; i++)
+    if (sg->iters[i] == node) return i;
+  return -1;
+}
+
+/* Where a stage p attached at loop position pos of stage t may be: every consumer of p is t or
+ * (Ansor's "common root") a stage attached directly in t at that loop or inside it, so that p's
+ * region is computed before each read of it and lives in a scope that holds them all. Returns 0
+ * when it may, else the first consumer that breaks it. */
+static int attach_breaker(const cwm_state *s, int p, int t, int pos, int *breaker) {
+  int cons[CWM_MAX_STAGES], nc = consumers(s, p, cons);
+  if (nc == 0) return *breaker = -1, 1;
+  for (int i = 0; i < nc; i++) {
+    int q = cons[i];
+    if (q == t) continue;
+    const cwm_stage *sq = &s->stages[q];
+    if (sq->loc != CWM_LOC_ITER || sq->attach_stage != t || iter_pos(&s->stages[t], sq->attach_node) < pos ||
+        q < p)
+      return *breaker = q, 1;
+  }
+  return 0;
+}
+
+/* Every attached stage still where attach_breaker allows (a later step may move a consumer out
+ * of the scope, or reorder the target's loops). */
+static int attachments_valid(const cwm_state *s, cwm_err *err) {
+  for (int p = 0; p < s->nstages; p++) {
+    const cwm_stage *sp = &s->stages[p];
+    if (sp->loc != CWM_LOC_ITER) continue;
+    int pos = iter_pos(&s->stages[sp->attach_stage], sp->attach_node), q = -1;
+    if (pos < 0) return cwm_fail(err, CWM_ESTEP, "stage %s is attached at a loop that is gone", cwm_stage_name(s, p));
+    if (attach_breaker(s, p, sp->attach_stage, pos, &q))
+      return cwm_fail(err, CWM_ESTEP, "stage %s, attached in %s, is read %s", cwm_stage_name(s, p),
+                      cwm_stage_name(s, sp->attach_stage),
+                      q < 0 ? "by no stage" : "by a stage outside that loop");
+  }
+  return 0;
+}
+
 static int new_node(cwm_stage *sg, cwm_err *err) {
   if (sg->nnodes >= CWM_MAX_NODES) return -cwm_fail(err, CWM_ESTEP, "too many iterators in one stage");
   cwm_node *n = &sg->nodes[sg->nnodes];
@@ -526,10 +566,11 @@ static int apply_step(cwm_state *s, const cwm_step *st, cwm_err *err) {
     if (s->stages[p].body_tid != s->stages[p].tid && cwm_dag_tensor(s->dag, s->stages[p].tid)->ndim !=
         cwm_dag_tensor(s->dag, s->stages[p].body_tid)->ndim)
       FAIL("CA: an rfactor stage cannot be attached");
-    int cons[CWM_MAX_STAGES];
-    int nc = consumers(s, p, cons);
-    if (nc != 1 || cons[0] != t)
-      FAIL("CA: stage %s can only be attached to its only consumer (it has %d)", cwm_stage_name(s, p), nc);
+    int q = -1;
+    if (attach_breaker(s, p, t, st->b, &q))
+      FAIL("CA: stage %s can only be attached in a stage that is or holds all its readers, at or outside "
+           "their loops (%s %s)", cwm_stage_name(s, p), q >= 0 ? cwm_stage_name(s, q) : "it has none",
+           q >= 0 ? "is outside" : "");
     /* no cycles: t must not be attached (transitively) inside p */
     for (int x = t, guard = 0; s->stages[x].loc == CWM_LOC_ITER && guard < CWM_MAX_STAGES; guard++) {
       x = s->stages[x].attach_stage;
@@ -686,6 +727,7 @@ int cwm_state_apply(cwm_state *s, const cwm_step *st, cwm_err *err) {
     loc[i][2] = s->stages[i].attach_node;
   }
   int rc = apply_step(s, st, err);
+  if (rc == 0) rc = attachments_valid(s, err);
   if (rc == 0) {
     s->steps[s->nsteps++] = *st;
   } else {
