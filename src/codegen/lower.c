@@ -1429,6 +1429,13 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
   }
 }
 
+/* Every reduction loop before position pos has extent 1. */
+static int reduction_outside_is_trivial(const cwm_stage *st, int pos) {
+  for (int j = 0; j < pos; j++)
+    if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL && st->nodes[st->iters[j]].extent != 1) return 0;
+  return 1;
+}
+
 static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
@@ -1518,7 +1525,11 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   c->nov = 0;
   if (kind < 0) return 0;
 
-  /* emit: declare + load accumulators, reduction loop, store */
+  /* emit: declare + load accumulators, reduction loop, store. A tile whose reduction is whole
+   * (every reduction loop outside it has extent 1) starts its accumulators at zero, and
+   * emit_stage leaves out the init nest (a pass over the output, strided when the vectorized
+   * axis is not the output's last, as an NCHW convolution's channels are). */
+  int complete = reduction_outside_is_trivial(st, pos);
   line(c, depth, "{");
   char acc[MAX_ACC][32];
   cwm_buf tgt[MAX_ACC], upd[MAX_ACC];
@@ -1545,7 +1556,8 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
     c->cse = NULL;
     for (int r = 0; r < nroot; r++) free(env[r]);
     snprintf(acc[t], sizeof acc[t], "acc%ld", t);
-    if (sst == 1) line(c, depth + 1, "%s %s = CWM_LOADU%s(&%s);", vty, acc[t], sfx, tgt[t].s);
+    if (complete) line(c, depth + 1, "%s %s = (%s){0};", vty, acc[t], vty);
+    else if (sst == 1) line(c, depth + 1, "%s %s = CWM_LOADU%s(&%s);", vty, acc[t], sfx, tgt[t].s);
     else line(c, depth + 1, "%s %s = CWM_LOADS%s(&%s, %ld);", vty, acc[t], sfx, tgt[t].s, sst);
   }
   c->nov = 0;
@@ -1625,8 +1637,21 @@ static void emit_stage(ctx_t *c, int p, int depth) {
   if (b->reduce != CWM_RED_NONE && first_red < 0) {
     /* reduction with all reduction loops folded away: init before the nest's statement */
   }
+  int skip_init = 0;
+  if (first_red >= 0 && !c->text && !c->ref && !c->collect) {
+    /* a dry run of the register tiles the walk below will try, output thrown away: the first
+     * that applies decides whether the tile itself starts the reduction */
+    size_t mark = c->b->len;
+    for (int pos = first_red; pos < st->niters; pos++)
+      if (try_register_tile(c, p, pos, d)) {
+        skip_init = reduction_outside_is_trivial(st, pos);
+        break;
+      }
+    c->b->len = mark;
+    if (c->b->s) c->b->s[mark] = 0;
+  }
   for (int pos = 0; pos < st->niters; pos++) {
-    if (pos == first_red) {
+    if (pos == first_red && !skip_init) {
       int ipar[CWM_MAX_ITERS], id = d;
       for (int j = pos; j < st->niters; j++) {
         if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
