@@ -234,8 +234,12 @@ static void run_workload(const char *spec, uint64_t seed) {
   for (int i = 0; i < n; i++) all[m++] = cand[i];
   for (int i = 0; i < n; i++) {
     cwm_state *mu = NULL;
-    for (int k = 0; k < 100 && !mu; k++) cwm_mutate(cand[i], &o, &r, &mu, &e);
-    CHECKF(mu != NULL, "%s: no mutation of candidate %d (%s)", spec, i, e.msg);
+    for (int k = 0; k < 1000 && !mu; k++) cwm_mutate(cand[i], &o, &r, &mu, &e);
+    if (!mu) {
+      char *stx = steps_text(cand[i]);
+      CHECKF(mu != NULL, "%s: no mutation of candidate %d (%s): %s", spec, i, e.msg, stx);
+      free(stx);
+    }
     if (mu) all[m++] = mu;
   }
   cwm_record *recs = calloc((size_t)m + 1, sizeof *recs);
@@ -326,16 +330,22 @@ static void test_common_root(void) {
   cwm_state **cand = NULL, *pick[12];
   int n = 0, np = 0;
   CHECKF(cwm_sample_initial(cwm_task_dag(t), &o, &r, 300, &cand, &n, &e) == 0, "%s", e.msg);
+  int nrf = 0;
   for (int i = 0; i < n && np < 12; i++) {
     const cwm_state *s = cand[i];
+    int e_in = 0, rf_in = 0;
     for (int p = 0; p < s->nstages; p++) {
-      if (strcmp(cwm_stage_name(s, p), "e") || s->stages[p].loc != CWM_LOC_ITER) continue;
-      pick[np++] = cand[i];
-      break;
+      if (s->stages[p].loc != CWM_LOC_ITER) continue;
+      e_in |= !strcmp(cwm_stage_name(s, p), "e");
+      rf_in |= cwm_stage_is_rfactor(s, p);
     }
+    /* half the picks with an attached rfactor stage, where there are */
+    if (e_in && (rf_in || np < 6)) pick[np++] = cand[i], nrf += rf_in;
   }
-  fprintf(stderr, "softmax candidates with the exponentials attached: %d (of %d, 12 kept)\n", np, n);
+  fprintf(stderr, "softmax candidates with the exponentials attached: %d kept (%d with an attached rfactor "
+          "stage), of %d\n", np, nrf, n);
   CHECKF(np >= 4, "only %d of %d softmax candidates attach the exponentials", np, n);
+  CHECKF(nrf >= 2, "only %d softmax candidates attach an rfactor stage", nrf);
   cwm_record recs[12];
   memset(recs, 0, sizeof recs);
   CHECKF(cwm_task_measure(t, pick, np, recs, &e) == 0, "%s", e.msg);

@@ -287,14 +287,18 @@ static void infer_region(ctx_t *c, int p) {
    * step checks say so); their whole regions, every loop of theirs ranging, are read too */
   int inner[CWM_MAX_STAGES], ninner = 0;
   for (int q = p + 1; q < c->s->nstages; q++) {
-    const cwm_stage *sq = &c->s->stages[q];
-    if (q == t || sq->loc != CWM_LOC_ITER || sq->attach_stage != t) continue;
+    /* q attached in t, directly or through a chain of attached stages (all after p) */
+    int x = q, in_t = 0;
+    for (int guard = 0; guard < CWM_MAX_STAGES && c->s->stages[x].loc == CWM_LOC_ITER; guard++) {
+      if (c->s->stages[x].attach_stage == t) { in_t = 1; break; }
+      x = c->s->stages[x].attach_stage;
+    }
+    if (!in_t) continue;
+    inner[ninner++] = q; /* its loops range, whether it reads p or holds a stage that does */
     const cwm_op *qb = body_op(c, q);
-    int before = rd.n;
     lin_t envq[CWM_MAX_DIMS * 2];
     for (int r = 0; r < qb->ndim + qb->nred; r++) envq[r] = root_lin(c, q, r);
     collect_reads(c, qb->body, envq, sp->tid, &rd, 0);
-    if (rd.n != before || rd.overflow) inner[ninner++] = q;
   }
   for (int d = 0; d < pop->ndim; d++) {
     int full = rd.overflow || rd.n == 0;
@@ -324,6 +328,10 @@ static void infer_region(ctx_t *c, int p) {
       }
     }
     if (!full && hi - lo + 1 > pop->shape[d]) full = 1;
+    /* an rfactor stage's factor dim is a split part, not a root axis: it is always whole */
+    int dnode = d < sp->nout ? sp->out_node[d] : -1;
+    int droot = dnode >= 0 ? sp->nodes[dnode].root : -1;
+    if (droot < 0) full = 1;
     if (full) {
       L->base[d] = lin_const(0);
       L->dims[d] = pop->shape[d];
@@ -337,7 +345,7 @@ static void infer_region(ctx_t *c, int p) {
       ghi += L->dims[d] - 1;
       L->gguard[d] = glo < 0 || ghi > pop->shape[d] - 1;
     }
-    L->st.domain[d] = L->dims[d];
+    if (droot >= 0) L->st.domain[droot] = L->dims[d];
   }
   recompute_tight(&L->st);
 }

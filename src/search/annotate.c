@@ -205,7 +205,7 @@ static int has_reduce_iter(const cwm_state *s, int p) {
  * needs no tiling goes to root or to one of its consumer's loops. */
 static int change_compute_location(cwm_state *s, cwm_rng *r, cwm_err *err) {
   for (int p = s->nstages - 1; p >= 0; p--) {
-    if (!usable(s, p) || cwm_stage_is_rfactor(s, p)) continue; /* rfactor stages stay at root */
+    if (!usable(s, p)) continue;
     if (cwm_stage_is_tiled(s, p) || cwm_needs_tiling(s, p)) continue;
     int target, cand[CWM_MAX_ITERS];
     int n = cwm_compute_location_candidates(s, p, &target, cand);

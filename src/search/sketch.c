@@ -217,18 +217,25 @@ static int common_consumer_root(const cwm_state *s, int p, int *limit) {
   int c[CWM_MAX_STAGES], n = consumers(s, p, c), root = -1;
   *limit = CWM_MAX_ITERS;
   if (n == 1) return c[0];
+  /* beyond Ansor, which takes each consumer's own attach stage: the root of its whole chain of
+   * attach stages, so that a softmax's exponentials can join the row loop that holds the sum
+   * and, inside it, the sum's rfactor stage */
+  int top[CWM_MAX_STAGES];
   for (int i = 0; i < n; i++) {
-    const cwm_stage *sq = &s->stages[c[i]];
-    int r = sq->loc == CWM_LOC_ROOT ? c[i] : sq->loc == CWM_LOC_ITER ? sq->attach_stage : -1;
-    if (r < 0 || (root >= 0 && r != root)) return -1;
-    root = r;
+    int x = c[i], guard = 0;
+    top[i] = -1;
+    while (s->stages[x].loc == CWM_LOC_ITER && guard++ < CWM_MAX_STAGES) {
+      if (x < p) return -1; /* it would run before the stage */
+      top[i] = x;
+      x = s->stages[x].attach_stage;
+    }
+    if (s->stages[x].loc != CWM_LOC_ROOT || (root >= 0 && x != root)) return -1;
+    root = x;
   }
   for (int i = 0; i < n; i++) {
-    const cwm_stage *sq = &s->stages[c[i]];
-    if (c[i] == root) continue;
-    if (c[i] < p) return -1; /* it would run before the stage */
+    if (top[i] < 0) continue;
     for (int k = 0; k < s->stages[root].niters; k++)
-      if (s->stages[root].iters[k] == sq->attach_node && k < *limit) *limit = k;
+      if (s->stages[root].iters[k] == s->stages[top[i]].attach_node && k < *limit) *limit = k;
   }
   return root;
 }

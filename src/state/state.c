@@ -207,10 +207,17 @@ static int attach_breaker(const cwm_state *s, int p, int t, int pos, int *breake
   for (int i = 0; i < nc; i++) {
     int q = cons[i];
     if (q == t) continue;
-    const cwm_stage *sq = &s->stages[q];
-    if (sq->loc != CWM_LOC_ITER || sq->attach_stage != t || iter_pos(&s->stages[t], sq->attach_node) < pos ||
-        q < p)
-      return *breaker = q, 1;
+    /* q may sit in a chain of attached stages whose top is attached in t; every stage of the
+     * chain comes after p (bound inference and emission take them in that order) */
+    int x = q, ok = 0;
+    for (int guard = 0; guard < CWM_MAX_STAGES && x > p && s->stages[x].loc == CWM_LOC_ITER; guard++) {
+      if (s->stages[x].attach_stage == t) {
+        ok = iter_pos(&s->stages[t], s->stages[x].attach_node) >= pos;
+        break;
+      }
+      x = s->stages[x].attach_stage;
+    }
+    if (!ok) return *breaker = q, 1;
   }
   return 0;
 }
@@ -563,9 +570,14 @@ static int apply_step(cwm_state *s, const cwm_step *st, cwm_err *err) {
     if (st->b < 0 || st->b >= s->stages[t].niters)
       FAIL("CA: target iterator %d out of range (stage %s has %d)", st->b, cwm_stage_name(s, t), s->stages[t].niters);
     if (is_output_stage(s, p)) FAIL("CA: the output stage %s cannot be attached", cwm_stage_name(s, p));
-    if (s->stages[p].body_tid != s->stages[p].tid && cwm_dag_tensor(s->dag, s->stages[p].tid)->ndim !=
-        cwm_dag_tensor(s->dag, s->stages[p].body_tid)->ndim)
-      FAIL("CA: an rfactor stage cannot be attached");
+    if (s->stages[p].body_tid != s->stages[p].tid &&
+        cwm_dag_tensor(s->dag, s->stages[p].tid)->ndim != cwm_dag_tensor(s->dag, s->stages[p].body_tid)->ndim) {
+      /* an rfactor stage may be attached when its factor axis is its tensor's last dim (the
+       * others are then its root axes, in order, as bound inference takes them) */
+      const cwm_op *rf = cwm_dag_tensor(s->dag, s->stages[p].tid);
+      if (rf->ndim != cwm_dag_tensor(s->dag, s->stages[p].body_tid)->ndim + 1 || strcmp(rf->axis[rf->ndim - 1], "rfa"))
+        FAIL("CA: an rfactor stage whose factor axis is not its last dim cannot be attached");
+    }
     int q = -1;
     if (attach_breaker(s, p, t, st->b, &q))
       FAIL("CA: stage %s can only be attached in a stage that is or holds all its readers, at or outside "
