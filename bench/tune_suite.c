@@ -71,7 +71,7 @@ static void ratio_text(double v, const char *fmt, char *out, size_t n) {
 static const char USAGE[] =
     "usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b]\n"
     "                  [--seed S] [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]\n"
-    "                  [--repeats R] [--min-repeat-ms MS] [--final-rounds N]\n";
+    "                  [--repeats R] [--min-repeat-ms MS] [--final-rounds N] [--confirm K]\n";
 
 static const char HELP[] =
     "Tunes every suite row (or --ids) with each --model (default ansor) for --trials (default 64)\n"
@@ -84,12 +84,14 @@ static const char HELP[] =
     "a rerun resumes from them and measures nothing twice. Then each model's best schedule and\n"
     "oneDNN are timed again in turn, --final-rounds times (default 3), and the medians are the\n"
     "figures compared (the logged best is printed too): a resumed row's log may come from another\n"
-    "session, and on this shared machine timings minutes apart differ more than timings in turn.\n";
+    "session, and on this shared machine timings minutes apart differ more than timings in turn.\n"
+    "The best schedule is cwm tune's: its --confirm K (default 8) best logged programs timed again\n"
+    "in turn 3 times, the lowest median (0 = the lowest logged figure).\n";
 
 int main(int argc, char **argv) {
   const char *models = "ansor", *ids = NULL, *logdir = "bench-logs", *pretrained = NULL, *suite = NULL;
   int trials = 64, threads = 1, torch = 1, repeats = -1; /* -1, -1: cwm tune's protocol */
-  int final_rounds = 3;
+  int final_rounds = 3, confirm = 8;
   double min_ms = -1;
   long seed = 1;
   for (int i = 1; i < argc; i++) {
@@ -104,6 +106,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--min-repeat-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--final-rounds") && i + 1 < argc) final_rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--confirm") && i + 1 < argc) confirm = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-torch")) torch = 0;
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("%s%s", USAGE, HELP);
@@ -113,10 +116,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (trials < 1 || threads < 1 || final_rounds < 1 || final_rounds > 16 ||
+  if (trials < 1 || threads < 1 || final_rounds < 1 || final_rounds > 16 || confirm < 0 || confirm > 64 ||
       (repeats != -1 && (repeats < 1 || repeats > 32)) ||
       (min_ms != -1 && !(min_ms > 0 && min_ms <= 10000))) {
-    fprintf(stderr, "tune_suite: --trials and --threads must be positive, --final-rounds 1..16, --repeats "
+    fprintf(stderr, "tune_suite: --trials and --threads must be positive, --final-rounds 1..16, --confirm 0..64, --repeats "
                     "1..32, --min-repeat-ms above 0 and at most 10000\n%s",
             USAGE);
     return 2;
@@ -181,6 +184,7 @@ int main(int argc, char **argv) {
       cwm_tune_opts_default(&to);
       to.trials = trials;
       to.seed = (uint64_t)seed;
+      to.confirm = confirm;
       to.space.cores = threads;
       char logp[512];
       snprintf(logp, sizeof logp, "%s/%s_%s_t%d_s%ld.jsonl", logdir, mlist[k], id, threads, seed);
@@ -205,7 +209,7 @@ int main(int argc, char **argv) {
       if (!m || !t) fprintf(stderr, "%s: %s\n", id, e.msg);
       else if (cwm_tune(t, m, &to, &res, &e)) fprintf(stderr, "%s %s: %s\n", id, mlist[k], e.msg);
       else {
-        logged[k] = res.best_cost;
+        logged[k] = res.best_logged;
         tsec[k] = res.seconds;
         if (!(bs[k] = best_state(t, &res, &e))) fprintf(stderr, "%s %s: the best schedule: %s\n", id, mlist[k], e.msg);
       }

@@ -14,6 +14,7 @@
 static const char *WL = "dense M=16 N=24 K=32 bias=1 act=relu";
 
 static char tmpdir[64];
+static int g_confirm; /* cwm_tune_opts.confirm of the next runs */
 
 static int run_rounds(const char *log, int trials, int per_round, uint64_t seed, double run_timeout,
                       cwm_tune_result *res, cwm_err *e);
@@ -36,6 +37,7 @@ static int run_rounds(const char *log, int trials, int per_round, uint64_t seed,
   o.init_min_population = 16;
   o.seed = seed;
   o.log_path = log;
+  o.confirm = g_confirm;
   cwm_costmodel *m = cwm_costmodel_random(seed);
   int rc = cwm_tune(t, m, &o, res, e);
   cwm_costmodel_free(m);
@@ -94,6 +96,38 @@ static void test_determinism_and_resume(void) {
   /* a run asking for no more than the log holds measures nothing */
   cwm_tune_result r4;
   CHECK(run(a, 24, 5, 0, &r4, &e) == 0 && r4.measured == 0 && r4.resumed == 24);
+  CHECK(r4.confirmed == 0 && r4.best_logged == r4.best_cost);
+  /* confirmation: the 4 best logged programs timed again; the result is one of them, its logged
+   * figure among the 4 lowest, and nothing is added to the log */
+  cwm_tune_result r5;
+  g_confirm = 4;
+  CHECKF(run(a, 24, 5, 0, &r5, &e) == 0, "%s", e.msg);
+  g_confirm = 0;
+  CHECK(r5.measured == 0 && r5.confirmed == 4 && r5.best_cost < 1e9 && r5.best_nsteps > 0);
+  {
+    cwm_record *recs;
+    int n, nbad;
+    CHECK(cwm_log_read(a, &recs, &n, &nbad, &e) == 0 && n == 24);
+    double c[24];
+    int lower = 0, found = 0;
+    for (int i = 0; i < n && i < 24; i++) c[i] = recs[i].error ? 1e10 : cwm_record_cost(&recs[i]);
+    for (int i = 0; i < n && i < 24; i++) lower += c[i] < r5.best_logged;
+    CHECKF(lower < 4, "the confirmed program's logged figure has %d lower ones", lower);
+    cwm_buf b1;
+    cwm_buf_init(&b1);
+    cwm_steps_print(r5.best_steps, r5.best_nsteps, &b1);
+    for (int i = 0; i < n && i < 24; i++) {
+      cwm_buf b2;
+      cwm_buf_init(&b2);
+      cwm_steps_print(recs[i].steps, recs[i].nsteps, &b2);
+      found += !strcmp(b1.s, b2.s) && c[i] == r5.best_logged;
+      cwm_buf_free(&b2);
+    }
+    CHECKF(found == 1, "the confirmed program is not a logged one (%d matches)", found);
+    cwm_buf_free(&b1);
+    cwm_records_free(recs, n);
+  }
+  cwm_tune_result_free(&r5);
   /* export the best and build its example with only cc and OpenMP */
   cwm_workload *w = cwm_workload_from_spec(WL, NULL, &e);
   cwm_dag *d = cwm_dag_new(w, &e);

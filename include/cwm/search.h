@@ -42,6 +42,10 @@ typedef struct {
                               ones kept, at least init_min_population) */
   int resume_whole;        /* resumed records all count as done, none waits for its round to be
                               searched again (data collection: only the count matters) */
+  int confirm;             /* at the end, the `confirm` best measured programs (by their logged
+                              figure) are timed again in turn, confirm_rounds times, and the one
+                              with the lowest median is the result; 0 = off (the library default) */
+  int confirm_rounds;      /* 3 */
   uint64_t seed;
   cwm_space_opts space;
   const char *log_path;    /* resumed from and appended to; NULL = no log */
@@ -52,7 +56,9 @@ typedef struct {
 
 typedef struct {
   int measured, errors, resumed, skipped, corrupt_lines;
-  double best_cost;        /* seconds; 1e10 if nothing ran */
+  double best_cost;        /* seconds; 1e10 if nothing ran (the confirmed median when confirmed) */
+  double best_logged;      /* the result's own figure in the log (seconds) */
+  int confirmed;           /* programs timed again at the end (0: best_cost is the log's minimum) */
   cwm_step *best_steps;    /* owned */
   int best_nsteps;
   double seconds;
@@ -87,6 +93,9 @@ int cwm_tuner_trials(const cwm_tuner *tu);           /* records of the workload:
 cwm_task *cwm_tuner_task(const cwm_tuner *tu);
 /* A snapshot of the counters and the best program (res->best_steps owned by res). */
 void cwm_tuner_result(const cwm_tuner *tu, cwm_tune_result *res);
+/* Times the k best measured programs (by their logged figures) again in turn, `rounds` times, and
+ * makes the one with the lowest median the best (cwm_tuner_best then returns that median). */
+int cwm_tuner_confirm(cwm_tuner *tu, int k, int rounds, cwm_err *err);
 
 /* Writes the kernel of a state as DIR/<name>.c, DIR/<name>.h and DIR/<name>_example.c (which
  * checks the kernel against a straightforward reference and prints the max error). */

@@ -16,7 +16,8 @@ static const char *TUNE_HELP =
     "                [--model random|ansor|world] [--model-file MODEL] [--pretrained FILE]\n"
     "                [--seed S] [--log FILE] [--export DIR] [--summary FILE] [--threads T]\n"
     "                [--per-round N] [--population N] [--generations N]\n"
-    "                [--name NAME] [--suite FILE] [--repeats R] [--min-repeat-ms MS] [--quiet]\n"
+    "                [--name NAME] [--suite FILE] [--repeats R] [--min-repeat-ms MS]\n"
+    "                [--confirm K] [--quiet]\n"
     "       cwm tune --network FILE [--trials N] [--per-round N] [--model random|ansor|world]\n"
     "                [--model-file MODEL] [--seed S] [--log FILE] [--export DIR] [--summary FILE]\n"
     "                [--threads T] [--population N] [--generations N] [--pretrained FILE]\n"
@@ -33,6 +34,9 @@ static const char *TUNE_HELP =
     "Each candidate's latency is the median of --repeats (5) timed repeats of at least\n"
     "--min-repeat-ms (50) each, after a checked first call (3 repeats once they took 1 s);\n"
     "fewer and shorter repeats measure faster and noisier (TVM's runner: 1 of 100 ms).\n"
+    "--confirm K (8): at the end the K best programs of the log are timed again, one after another,\n"
+    "3 times, and the lowest median is the result (best_us; best_logged_us is its tuning-time\n"
+    "figure): the machine's speed drifts, so the lowest logged figure is partly luck. 0 = off.\n"
     "\n"
     "--network FILE tunes a whole network: a list of subgraphs with weights (how often each runs;\n"
     "networks/README.md, e.g. networks/bert_base_seq128.tsv, networks/resnet50_b1.tsv). The\n"
@@ -76,7 +80,7 @@ int cmd_tune(int argc, char **argv) {
                  {"--per-round", 1, NULL}, {"--population", 1, NULL},    {"--generations", 1, NULL},
                  {"--pretrained", 1, NULL}, {"--name", 1, NULL},         {"--suite", 1, NULL},
                  {"--quiet", 0, NULL},      {"--network", 1, NULL},      {"--repeats", 1, NULL},
-                 {"--min-repeat-ms", 1, NULL}};
+                 {"--min-repeat-ms", 1, NULL}, {"--confirm", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), TUNE_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   if (cli_get(o, NOPT(o), "--network")) return cmd_tune_network(o, NOPT(o), TUNE_HELP);
@@ -96,6 +100,9 @@ int cmd_tune(int argc, char **argv) {
   to.population = (int)cli_get_long(o, NOPT(o), "--population", to.population);
   to.generations = (int)cli_get_long(o, NOPT(o), "--generations", to.generations);
   to.log_path = cli_get(o, NOPT(o), "--log");
+  long confirm = cli_get_long(o, NOPT(o), "--confirm", 8);
+  if (confirm < 0 || confirm > 64) return cli_usage("tune", TUNE_HELP, "--confirm must be 0..64, not %ld", confirm);
+  to.confirm = (int)confirm;
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
   to.progress = progress;
   to.progress_ud = &quiet;
@@ -129,8 +136,11 @@ int cmd_tune(int argc, char **argv) {
   if (g_stop && !quiet) fprintf(stderr, "cwm tune: interrupted; %d records measured in this run are in the log\n", res.measured);
   double flops = cwm_task_flops(t);
   if (rc == 0 && res.best_nsteps >= 0 && res.best_cost < 1e9) {
-    printf("best: %.2f us, %.2f GFLOP/s (%d measured now, %d resumed, %d errors, %.0f s)\n", res.best_cost * 1e6,
+    printf("best: %.2f us, %.2f GFLOP/s (%d measured now, %d resumed, %d errors, %.0f s", res.best_cost * 1e6,
            flops / res.best_cost * 1e-9, res.measured, res.resumed, res.errors, res.seconds);
+    if (res.confirmed) printf("; median of %d timings in turn with the next %d best, logged %.2f us", to.confirm_rounds,
+                              res.confirmed - 1, res.best_logged * 1e6);
+    printf(")\n");
     const char *dir = cli_get(o, NOPT(o), "--export");
     if (dir) {
       char name[80];
@@ -161,10 +171,12 @@ int cmd_tune(int argc, char **argv) {
     cwm_buf_printf(&b, "{\"workload\": \"%s\", \"key\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"trials\": %d, "
                        "\"best_us\": %.6g, \"best_gflops\": %.6g, \"tuning_seconds\": %.3f, \"measured\": %d, "
                        "\"resumed\": %d, \"errors\": %d, \"threads\": %d, \"build_seconds\": %.3f, "
-                       "\"run_seconds\": %.3f, \"repeats\": %d, \"min_repeat_ms\": %g}\n",
+                       "\"run_seconds\": %.3f, \"repeats\": %d, \"min_repeat_ms\": %g, \"best_logged_us\": %.6g, "
+                       "\"confirmed\": %d}\n",
                    w->name, key, model, (unsigned long long)to.seed, to.trials, ok ? res.best_cost * 1e6 : -1.0,
                    ok ? flops / res.best_cost * 1e-9 : 0.0, res.seconds, res.measured, res.resumed, res.errors,
-                   mo.threads, bsec, rsec, mo.repeats, mo.min_repeat_ms);
+                   mo.threads, bsec, rsec, mo.repeats, mo.min_repeat_ms, ok ? res.best_logged * 1e6 : -1.0,
+                   res.confirmed);
     cwm_err e2 = {0};
     if (cwm_write_file_atomic(sum, b.s, b.len, &e2)) rc = rc ? rc : cli_fail(&e2);
     cwm_buf_free(&b);
