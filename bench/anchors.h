@@ -10,6 +10,7 @@
 #endif
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +182,18 @@ static double anchor_now_(void) {
 static int anchor_cmp_double_(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* The median of the finite positive values of v[0..n); `none` when there are none. */
+static inline double anchor_median(const double *v, int n, double none) {
+  double *w = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (isfinite(v[i]) && v[i] > 0) w[k++] = v[i];
+  qsort(w, (size_t)k, sizeof w[0], anchor_cmp_double_);
+  double m = k == 0 ? none : k % 2 ? w[k / 2] : 0.5 * (w[k / 2 - 1] + w[k / 2]);
+  free(w);
+  return m;
 }
 
 /* oneDNN here is built on libgomp, which is loaded (as its dependency) whenever this

@@ -915,21 +915,7 @@ static double arith(const double *v, int n) {
   return k ? s / k : NAN;
 }
 
-static double median(double *v, int n) {
-  double *w = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    if (isfinite(v[i]) && v[i] > 0) w[k++] = v[i];
-  for (int i = 1; i < k; i++)
-    for (int j = i; j > 0 && w[j - 1] > w[j]; j--) {
-      double t = w[j];
-      w[j] = w[j - 1];
-      w[j - 1] = t;
-    }
-  double m = k == 0 ? NAN : k % 2 ? w[k / 2] : 0.5 * (w[k / 2 - 1] + w[k / 2]);
-  free(w);
-  return m;
-}
+static double median(double *v, int n) { return anchor_median(v, n, NAN); }
 
 static void fmt(char *o, size_t n, const char *f, double v) {
   if (isfinite(v) && v > 0) snprintf(o, n, f, v);

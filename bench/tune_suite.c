@@ -8,6 +8,7 @@
  * Logs go to DIR/<model>_<id>_t<T>_s<S>.jsonl, so an interrupted run resumes where it stopped. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,12 @@
 #include "cwm/search.h"
 #include "cwm/world.h"
 #include "anchors.h"
+
+static volatile int g_stop; /* Ctrl-C: the tuning round in flight ends, nothing else starts */
+static void on_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+}
 
 static void progress(void *ud, const char *line) { fprintf(stderr, "  [%s] %s\n", (const char *)ud, line); }
 
@@ -47,16 +54,6 @@ static double time_once(cwm_task *t, cwm_state *s, cwm_err *e) {
   return sec;
 }
 
-/* Median of the positive values of v[0..n); -1 if none. */
-static double median_pos(const double *v, int n) {
-  double w[16];
-  int m = 0;
-  for (int i = 0; i < n && m < 16; i++)
-    if (v[i] > 0) w[m++] = v[i];
-  if (!m) return -1;
-  qsort(w, (size_t)m, sizeof w[0], anchor_cmp_double_);
-  return m % 2 ? w[m / 2] : 0.5 * (w[m / 2 - 1] + w[m / 2]);
-}
 
 static int memory_bound(const char *op) {
   return !strcmp(op, "softmax") || !strcmp(op, "layernorm") || !strcmp(op, "dwconv2d");
@@ -139,6 +136,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s\n", e.msg);
     return 5;
   }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
   char *mlist[8];
   int nm = 0;
   char mbuf[256];
@@ -154,7 +156,7 @@ int main(int argc, char **argv) {
   double worst_c[8], worst_m[8];
   for (int k = 0; k < 8; k++) worst_c[k] = worst_m[k] = 1e30;
   char *save = NULL;
-  for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+  for (char *ln = strtok_r(text, "\n", &save); ln && !g_stop; ln = strtok_r(NULL, "\n", &save)) {
     if (ln[0] == '#' || !ln[0]) continue;
     char id[64], op[32], params[256];
     if (sscanf(ln, "%63[^\t]\t%31[^\t]\t%255[^\t]", id, op, params) != 3) continue;
@@ -184,6 +186,7 @@ int main(int argc, char **argv) {
       cwm_tune_opts_default(&to);
       to.trials = trials;
       to.seed = (uint64_t)seed;
+      to.stop = &g_stop;
       to.confirm = confirm;
       to.space.cores = threads;
       char logp[512];
@@ -222,6 +225,13 @@ int main(int argc, char **argv) {
         cwm_task_free(t);
       }
     }
+    if (g_stop) {
+      for (int k = 0; k < nm; k++) cwm_state_free(bs[k]), cwm_task_free(tk[k]);
+      cwm_workload_free(w);
+      fprintf(stderr, "tune_suite: interrupted during %s; every record measured is in %s: the same command "
+                      "resumes\n", id, logdir);
+      break;
+    }
     /* The comparison: each model's best schedule and oneDNN timed again, in turn, --final-rounds
      * times; the medians are compared. A resumed row's log may come from another session (each
      * is lent a fresh machine, not always the same CPU), and on this shared machine a timing
@@ -235,11 +245,11 @@ int main(int argc, char **argv) {
       sd[r] = anchor_seconds_child(0, suite, id, spec, threads);
     }
     for (int k = 0; k < nm; k++) {
-      best[k] = median_pos(sm[k], final_rounds);
+      best[k] = anchor_median(sm[k], final_rounds, -1);
       cwm_state_free(bs[k]);
       cwm_task_free(tk[k]);
     }
-    double dn = median_pos(sd, final_rounds);
+    double dn = anchor_median(sd, final_rounds, -1);
     double th = torch ? anchor_seconds_child(1, suite, id, spec, threads) : -1;
     char ths[32], rds[32], rts[32];
     ratio_text(th * 1e6, "%9.1f", ths, sizeof ths);
@@ -278,5 +288,5 @@ int main(int argc, char **argv) {
            "vs torch %s\n", mlist[k], v[0], v[1], v[2], v[3], v[4], v[5]);
   }
   free(text);
-  return 0;
+  return g_stop ? 130 : 0;
 }

@@ -45,10 +45,7 @@ static void run_workload(const char *spec, int count, uint64_t seed, int full) {
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
   CHECKF(w != NULL, "%s: %s", spec, e.msg);
   if (!w) return;
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 0;
+  cwm_measure_opts mo = test_measure_opts(0);
   /* random schedules of full-size workloads can take seconds per call: check, do not time */
   if (full) mo.run_timeout_s = 120;
   mo.batch = 8;
@@ -132,10 +129,7 @@ static void uneven_bounds(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cwm_err e = {0};
     cwm_workload *w = cwm_workload_from_spec(cases[i][0], NULL, &e);
-    cwm_measure_opts mo;
-    cwm_measure_opts_default(&mo);
-    mo.repeats = 1;
-    mo.min_repeat_ms = 0;
+    cwm_measure_opts mo = test_measure_opts(0);
     cwm_task *t = w ? cwm_task_new(w, &mo, &e) : NULL;
     cwm_step *steps = NULL;
     int n = 0;

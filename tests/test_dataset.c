@@ -470,10 +470,7 @@ static void test_replay_bytes(void) {
 /* ------------------------------------------------------------------ noise pairs */
 
 static cwm_measure_opts quick_opts(void) {
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 1;
+  cwm_measure_opts mo = test_measure_opts(1);
   mo.threads = 1;
   return mo;
 }

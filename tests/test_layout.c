@@ -211,10 +211,7 @@ static void run_workload(const char *spec, int count, uint64_t seed, const char 
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
   CHECKF(w != NULL, "%s: %s", spec, e.msg);
   if (!w) return;
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 0;
+  cwm_measure_opts mo = test_measure_opts(0);
   mo.batch = 8;
   mo.cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared -Wall -Wextra -Wno-maybe-uninitialized -Werror";
   cwm_task *t = cwm_task_new(w, &mo, &e);
@@ -424,10 +421,7 @@ static void test_strided_tiles(const char *spec, int n) {
   cwm_err e = {0};
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
   if (!w) { CHECKF(w != NULL, "%s: %s", spec, e.msg); return; }
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 0;
+  cwm_measure_opts mo = test_measure_opts(0);
   mo.cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared -Wall -Wextra -Wno-maybe-uninitialized -Werror";
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) { CHECKF(t != NULL, "%s", e.msg); cwm_workload_free(w); return; }

@@ -284,10 +284,7 @@ static void on_progress(void *ud, const cwm_net_progress *p) {
 static int tune_tiny(const char *log, int trials, seen_t *seen, volatile int *stop, cwm_net_result *res, cwm_err *e) {
   cwm_network *net = cwm_network_parse(TINY, "tiny.tsv", e);
   if (!net) return e->code;
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 1;
+  cwm_measure_opts mo = test_measure_opts(1);
   cwm_net_opts o;
   cwm_net_opts_default(&o);
   o.trials = trials;

@@ -216,10 +216,7 @@ static void run_workload(const char *spec, uint64_t seed) {
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
   CHECKF(w != NULL, "%s: %s", spec, e.msg);
   if (!w) return;
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 0;
+  cwm_measure_opts mo = test_measure_opts(0);
   mo.batch = 8;
   cwm_task *t = cwm_task_new(w, &mo, &e);
   CHECK(t != NULL);
@@ -316,10 +313,7 @@ static void test_common_root(void) {
   const char *spec = "softmax B=2 M=4 N=24";
   cwm_err e = {0};
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 0;
+  cwm_measure_opts mo = test_measure_opts(0);
   cwm_task *t = cwm_task_new(w, &mo, &e);
   CHECK(t != NULL);
   if (!t) return;

@@ -22,10 +22,7 @@ static int run_rounds(const char *log, int trials, int per_round, uint64_t seed,
 static int run_rounds(const char *log, int trials, int per_round, uint64_t seed, double run_timeout,
                       cwm_tune_result *res, cwm_err *e) {
   cwm_workload *w = cwm_workload_from_spec(WL, NULL, e);
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 1;
+  cwm_measure_opts mo = test_measure_opts(1);
   if (run_timeout > 0) mo.run_timeout_s = run_timeout;
   cwm_task *t = cwm_task_new(w, &mo, e);
   cwm_tune_opts o;

@@ -191,10 +191,7 @@ static void tune_small(cwm_world *w, const char *spec, int trials, uint64_t seed
   cwm_costmodel *m = cwm_costmodel_world(w, &e);
   CHECKF(m != NULL, "%s: %s", what, e.msg);
   cwm_workload *tw = cwm_workload_from_spec(spec, NULL, &e);
-  cwm_measure_opts mo;
-  cwm_measure_opts_default(&mo);
-  mo.repeats = 1;
-  mo.min_repeat_ms = 1;
+  cwm_measure_opts mo = test_measure_opts(1);
   cwm_task *task = cwm_task_new(tw, &mo, &e);
   cwm_tune_opts o;
   cwm_tune_opts_default(&o);

@@ -10,4 +10,8 @@ extern int test_failures, test_checks;
   fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
   fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
 int test_done(void);
+
+#include "cwm/measure.h"
+/* The measuring protocol of tests: one repeat of at least min_repeat_ms (0: one call). */
+cwm_measure_opts test_measure_opts(double min_repeat_ms);
 #endif

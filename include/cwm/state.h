@@ -122,6 +122,17 @@ int cwm_sample_steps(const cwm_dag *d, cwm_rng *r, int nsteps, cwm_state **out, 
 /* Name of a node as Ansor prints it ("i.0", "i.1@j.0"), into buf. */
 const char *cwm_node_name(const cwm_state *s, int stage, int node, char *buf, size_t n);
 const char *cwm_stage_name(const cwm_state *s, int stage);
+/* The original axis a loop node of a stage comes from (following splits to their source; a fuse
+ * node has none): its index in the stage's op, or -1. */
+int cwm_node_root(const cwm_stage *st, int node);
+/* Attach chains: q, the stage q is attached in, the stage that one is attached in, ... The chain's
+ * stage attached directly at a loop of stage t, every stage up to it numbered above `after`
+ * (-1: any); -1 if none. */
+int cwm_attach_in(const cwm_state *s, int q, int t, int after);
+/* The root stage q's chain ends in (q itself when q is at root), every attached stage of it
+ * numbered above `after`; *top is the chain's stage attached directly in it (-1 when q is at
+ * root). -1 when the chain ends otherwise (inlined) or breaks the numbering. */
+int cwm_attach_root(const cwm_state *s, int q, int after, int *top);
 int cwm_stage_is_placeholder(const cwm_state *s, int stage);
 const cwm_op *cwm_stage_op(const cwm_state *s, int stage);      /* the tensor written */
 const cwm_op *cwm_stage_body_op(const cwm_state *s, int stage); /* axes and body */

@@ -62,6 +62,10 @@ double cwm_rng_unit(cwm_rng *r);    /* uniform in [0, 1) */
 
 double cwm_now(void); /* monotonic seconds */
 
+/* The divisors of n (n >= 1) that are at most maxval, ascending, at most maxout of them; returns
+ * their number. */
+int cwm_divisors(int n, int maxval, int *out, int maxout);
+
 /* Little-endian reads of the binary files cwm writes (model files, vocabularies, rankers). */
 static inline uint32_t cwm_get_le32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

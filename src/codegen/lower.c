@@ -287,13 +287,8 @@ static void infer_region(ctx_t *c, int p) {
    * step checks say so); their whole regions, every loop of theirs ranging, are read too */
   int inner[CWM_MAX_STAGES], ninner = 0;
   for (int q = p + 1; q < c->s->nstages; q++) {
-    /* q attached in t, directly or through a chain of attached stages (all after p) */
-    int x = q, in_t = 0;
-    for (int guard = 0; guard < CWM_MAX_STAGES && c->s->stages[x].loc == CWM_LOC_ITER; guard++) {
-      if (c->s->stages[x].attach_stage == t) { in_t = 1; break; }
-      x = c->s->stages[x].attach_stage;
-    }
-    if (!in_t) continue;
+    /* q attached in t, directly or through a chain of attached stages */
+    if (cwm_attach_in(c->s, q, t, -1) < 0) continue;
     inner[ninner++] = q; /* its loops range, whether it reads p or holds a stage that does */
     const cwm_op *qb = body_op(c, q);
     lin_t envq[CWM_MAX_DIMS * 2];
@@ -394,14 +389,6 @@ static void find_read(const cwm_expr *e, int t, const cwm_expr **rd, int *ok) {
     if (!*rd) *rd = e;
   }
   for (int i = 0; i < e->nargs; i++) find_read(e->args[i], t, rd, ok);
-}
-
-static int node_root(const cwm_stage *st, int node) {
-  for (int d = 0; d < 64 && node >= 0; d++) {
-    if (st->nodes[node].root >= 0) return st->nodes[node].root;
-    node = st->nodes[node].parent;
-  }
-  return -1;
 }
 
 /* Rank of `target` among the non-fuse sources of fuse node f, in loop order; -1 if absent. */
@@ -524,7 +511,7 @@ static void plan_rewrite(ctx_t *c, int t) {
   for (int i = 0; i < ust->nnodes; i++) {
     const cwm_node *n = &ust->nodes[i];
     if (n->nparts || n->is_fuse) continue;
-    int r = node_root(ust, i);
+    int r = cwm_node_root(ust, i);
     if (r < 0 || r >= nroot || rw.root_dim[r] < 0) continue;
     int leaf = i, rank = 0;
     if (!is_leaf(ust, i)) {
@@ -551,7 +538,7 @@ static void plan_rewrite(ctx_t *c, int t) {
     for (int i = nc - 1; i >= 0 && last < 0; i--)
       if (ust->nodes[cand[i]].extent > 1) last = i;
     if (last < 0 || ust->nodes[cleaf[last]].ann != CWM_ANN_VECTORIZE) return;
-    int dim = rw.root_dim[node_root(ust, cand[last])];
+    int dim = rw.root_dim[cwm_node_root(ust, cand[last])];
     long ds = 1;
     for (int e = dim + 1; e < in->ndim; e++) ds *= in->shape[e];
     if (orig_stride(ust, cand[last], ds) == 1) return;
@@ -574,7 +561,7 @@ static void plan_rewrite(ctx_t *c, int t) {
   if (size == orig) {
     int identity = 1;
     for (int d = 0; d < rw.ndim && identity; d++) {
-      int dim = rw.root_dim[node_root(ust, rw.node[d])];
+      int dim = rw.root_dim[cwm_node_root(ust, rw.node[d])];
       long ds = 1;
       for (int e = dim + 1; e < in->ndim; e++) ds *= in->shape[e];
       identity = orig_stride(ust, rw.node[d], ds) == rw.stride[d];
@@ -1444,7 +1431,17 @@ static int reduction_outside_is_trivial(const cwm_stage *st, int pos) {
   return 1;
 }
 
-static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
+/* A register tile at loop position pos of stage p: the reduction loops pos..first-1 enclose the
+ * spatial tile loops first..last (the last vectorized, VW lanes), nacc vector accumulators, the
+ * store target's stride sst along the vector leaf. */
+typedef struct {
+  int first, last, vw;
+  long nacc, sst;
+} rtile_t;
+
+/* Whether a register tile applies at pos (its checks, and a probe of the body for the first tile
+ * element, emitted nowhere): the plan in *rt. Emits nothing. */
+static int register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
   if (c->text || c->ref || c->collect || b->reduce != CWM_RED_SUM) return 0;
@@ -1462,7 +1459,6 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   const int VW = c->max_lanes >= 16 && vn->extent % 16 == 0 ? 16 : 8;
   if (vn->extent % VW) return 0;
   c->vw = VW;
-  const char *vty = VW == 16 ? "cwm_v16f" : "cwm_v8f", *sfx = VW == 16 ? "16" : "";
   long nacc = vn->extent / VW, tile = vn->extent;
   for (int j = first; j < last; j++) {
     const cwm_node *n = &st->nodes[st->iters[j]];
@@ -1516,7 +1512,6 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   }
   /* try the body for the first tile element to see that it vectorizes */
   char *env[CWM_MAX_DIMS * 2];
-  long val[CWM_MAX_ITERS] = {0};
   int nt = last - first + 1;
   c->ov_stage = p;
   c->nov = nt;
@@ -1532,6 +1527,28 @@ static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
   cwm_buf_free(&probe);
   c->nov = 0;
   if (kind < 0) return 0;
+  rt->first = first;
+  rt->last = last;
+  rt->vw = VW;
+  rt->nacc = nacc;
+  rt->sst = sst;
+  return 1;
+}
+
+static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
+  rtile_t rt;
+  if (!register_tile_plan(c, p, pos, &rt)) return 0;
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *b = body_op(c, p);
+  const int first = rt.first, last = rt.last, VW = rt.vw, nt = last - first + 1, nroot = b->ndim + b->nred;
+  const long nacc = rt.nacc, sst = rt.sst;
+  const int vleaf = st->iters[last];
+  c->vw = VW;
+  const char *vty = VW == 16 ? "cwm_v16f" : "cwm_v8f", *sfx = VW == 16 ? "16" : "";
+  char *env[CWM_MAX_DIMS * 2];
+  long val[CWM_MAX_ITERS] = {0};
+  lin_t lenv[CWM_MAX_DIMS * 2];
+  for (int r = 0; r < nroot; r++) lenv[r] = root_lin(c, p, r);
 
   /* emit: declare + load accumulators, reduction loop, store. A tile whose reduction is whole
    * (every reduction loop outside it has extent 1) starts its accumulators at zero, and
@@ -1647,16 +1664,14 @@ static void emit_stage(ctx_t *c, int p, int depth) {
   }
   int skip_init = 0;
   if (first_red >= 0 && !c->text && !c->ref && !c->collect) {
-    /* a dry run of the register tiles the walk below will try, output thrown away: the first
-     * that applies decides whether the tile itself starts the reduction */
-    size_t mark = c->b->len;
+    /* the first register tile the walk below will emit decides whether the tile itself starts
+     * the reduction */
+    rtile_t rt;
     for (int pos = first_red; pos < st->niters; pos++)
-      if (try_register_tile(c, p, pos, d)) {
+      if (register_tile_plan(c, p, pos, &rt)) {
         skip_init = reduction_outside_is_trivial(st, pos);
         break;
       }
-    c->b->len = mark;
-    if (c->b->s) c->b->s[mark] = 0;
   }
   for (int pos = 0; pos < st->niters; pos++) {
     if (pos == first_red && !skip_init) {

@@ -90,14 +90,6 @@ static void draw_lengths(int extent, int len, int max_inner, cwm_rng *r, int *le
   free(f.count);
 }
 
-/* Divisors of n that are at most cap, ascending; returns their number (out holds 2048). */
-static int small_divisors(int n, int cap, int *out) {
-  int k = 0;
-  for (int d = 1; d <= n && d <= cap && k < 2048; d++)
-    if (n % d == 0) out[k++] = d;
-  return k;
-}
-
 /* Beyond Ansor: the register-tile prior. Ansor draws every tile size uniformly, so a tile whose
  * innermost level is a register block of a useful shape (a whole number of vectors on one axis
  * times a few rows on the others, 4 to 3/4 of the vector registers' worth of accumulators) is
@@ -123,7 +115,7 @@ static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const c
     long prod = nvec;
     for (int k = 0; k < nids; k++) {
       if (k == a) continue;
-      int nd = small_divisors(steps[ids[k]].extent, o->max_innermost, div);
+      int nd = cwm_divisors(steps[ids[k]].extent, o->max_innermost, div, 2048);
       inner[k] = div[cwm_rng_int(r, nd)];
       prod *= inner[k];
     }
@@ -292,14 +284,6 @@ static int init_unroll(cwm_state *s, cwm_rng *r, cwm_err *err) {
  * convolution in NCHW then vectorizes its output channels (the weight rewritten contiguous, the
  * input broadcast, the register tile storing with a stride) where its last axis is short (7, 14)
  * or read with a stride (stride 2). */
-static int root_of(const cwm_stage *sg, int node) {
-  for (int hops = 0; node >= 0 && hops < CWM_MAX_NODES; hops++) {
-    if (sg->nodes[node].root >= 0) return sg->nodes[node].root;
-    node = sg->nodes[node].parent;
-  }
-  return -1;
-}
-
 /* want_root >= 0: the register-tile prior drew this stage's tiles for that axis, which is then
  * always the one moved innermost (if it is not already). */
 static int vectorize_reorder(cwm_state *s, int p, int want_root, cwm_rng *r, cwm_err *err) {
@@ -309,7 +293,7 @@ static int vectorize_reorder(cwm_state *s, int p, int want_root, cwm_rng *r, cwm
     const cwm_node *nd = &sg->nodes[sg->iters[it]];
     if (nd->kind != CWM_IT_SPATIAL || nd->ann != CWM_ANN_NONE || cwm_attached_count(s, p, it)) break;
     if (want_root >= 0) {
-      if (root_of(sg, sg->iters[it]) != want_root) continue;
+      if (cwm_node_root(sg, sg->iters[it]) != want_root) continue;
       if (it == sg->niters - 1) return 0;
       cand[nc++] = it;
       break;

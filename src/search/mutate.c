@@ -3,6 +3,7 @@
  * valid exactly when its steps are. */
 #include "cwm/sketch.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,18 +11,6 @@ static const int UNROLL_STEPS[] = {0, 16, 64, 512};
 #define N_UNROLL ((int)(sizeof UNROLL_STEPS / sizeof UNROLL_STEPS[0]))
 
 #define FAIL_NO(...) cwm_fail(err, CWM_ESTEP, __VA_ARGS__)
-
-/* Divisors of n, ascending; returns their number. */
-static int factors(int n, int *out, int cap) {
-  int lo = 0, hi[1024], nhi = 0;
-  for (long d = 1; d * d <= n && lo < cap && nhi < 1024; d++)
-    if (n % d == 0) {
-      out[lo++] = (int)d;
-      if (d * d != n) hi[nhi++] = (int)(n / d);
-    }
-  while (nhi > 0 && lo < cap) out[lo++] = hi[--nhi];
-  return lo;
-}
 
 /* MutateTileSize: move a divisor of one level's length to another level of one SP step; the
  * outermost level is implicit (extent / product). */
@@ -56,7 +45,7 @@ static int mutate_tile(const cwm_state *s, const cwm_space_opts *o, cwm_rng *r, 
   for (int i = 0; i < nl; i++) {
     int src = perm[i], dst = perm[(i + 1) % nl];
     if (len[src] <= 1) continue;
-    int f[2048], nf = factors(len[src], f, 2048), divide;
+    int f[2048], nf = cwm_divisors(len[src], INT_MAX, f, 2048), divide;
     if (dst == nl - 1) {
       /* keep the innermost length within max_innermost */
       int top = nf - 1;

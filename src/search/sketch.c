@@ -222,14 +222,9 @@ static int common_consumer_root(const cwm_state *s, int p, int *limit) {
    * and, inside it, the sum's rfactor stage */
   int top[CWM_MAX_STAGES];
   for (int i = 0; i < n; i++) {
-    int x = c[i], guard = 0;
-    top[i] = -1;
-    while (s->stages[x].loc == CWM_LOC_ITER && guard++ < CWM_MAX_STAGES) {
-      if (x < p) return -1; /* it would run before the stage */
-      top[i] = x;
-      x = s->stages[x].attach_stage;
-    }
-    if (s->stages[x].loc != CWM_LOC_ROOT || (root >= 0 && x != root)) return -1;
+    /* every stage of the chain after p: none may run before it */
+    int x = cwm_attach_root(s, c[i], p, &top[i]);
+    if (x < 0 || (root >= 0 && x != root)) return -1;
     root = x;
   }
   for (int i = 0; i < n; i++) {

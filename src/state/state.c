@@ -197,6 +197,34 @@ static int iter_pos(const cwm_stage *sg, int node) {
   return -1;
 }
 
+int cwm_node_root(const cwm_stage *st, int node) {
+  for (int hops = 0; node >= 0 && hops < CWM_MAX_NODES; hops++) {
+    if (st->nodes[node].root >= 0) return st->nodes[node].root;
+    node = st->nodes[node].parent;
+  }
+  return -1;
+}
+
+int cwm_attach_in(const cwm_state *s, int q, int t, int after) {
+  int x = q;
+  for (int guard = 0; guard < CWM_MAX_STAGES && x > after && s->stages[x].loc == CWM_LOC_ITER; guard++) {
+    if (s->stages[x].attach_stage == t) return x;
+    x = s->stages[x].attach_stage;
+  }
+  return -1;
+}
+
+int cwm_attach_root(const cwm_state *s, int q, int after, int *top) {
+  int x = q;
+  *top = -1;
+  for (int guard = 0; s->stages[x].loc == CWM_LOC_ITER; guard++) {
+    if (x <= after || guard >= CWM_MAX_STAGES) return -1;
+    *top = x;
+    x = s->stages[x].attach_stage;
+  }
+  return s->stages[x].loc == CWM_LOC_ROOT ? x : -1;
+}
+
 /* Where a stage p attached at loop position pos of stage t may be: every consumer of p is t or
  * (Ansor's "common root") a stage attached directly in t at that loop or inside it, so that p's
  * region is computed before each read of it and lives in a scope that holds them all. Returns 0
@@ -209,15 +237,8 @@ static int attach_breaker(const cwm_state *s, int p, int t, int pos, int *breake
     if (q == t) continue;
     /* q may sit in a chain of attached stages whose top is attached in t; every stage of the
      * chain comes after p (bound inference and emission take them in that order) */
-    int x = q, ok = 0;
-    for (int guard = 0; guard < CWM_MAX_STAGES && x > p && s->stages[x].loc == CWM_LOC_ITER; guard++) {
-      if (s->stages[x].attach_stage == t) {
-        ok = iter_pos(&s->stages[t], s->stages[x].attach_node) >= pos;
-        break;
-      }
-      x = s->stages[x].attach_stage;
-    }
-    if (!ok) return *breaker = q, 1;
+    int x = cwm_attach_in(s, q, t, p);
+    if (x < 0 || iter_pos(&s->stages[t], s->stages[x].attach_node) < pos) return *breaker = q, 1;
   }
   return 0;
 }

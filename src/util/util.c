@@ -209,3 +209,14 @@ void cwm_progressf(cwm_progress_fn fn, void *ud, const char *fmt, ...) {
   va_end(ap);
   fn(ud, buf);
 }
+
+int cwm_divisors(int n, int maxval, int *out, int maxout) {
+  int lo = 0, hi[1600], nhi = 0; /* no int has more than 1600 divisors */
+  for (long d = 1; d * d <= n; d++)
+    if (n % d == 0) {
+      if (d <= maxval && lo < maxout) out[lo++] = (int)d;
+      if (d * d != n && n / d <= maxval && nhi < 1600) hi[nhi++] = (int)(n / d);
+    }
+  while (nhi > 0 && lo < maxout) out[lo++] = hi[--nhi];
+  return lo;
+}
