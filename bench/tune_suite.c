@@ -68,7 +68,8 @@ static void ratio_text(double v, const char *fmt, char *out, size_t n) {
 static const char USAGE[] =
     "usage: tune_suite [--model ansor[,random][,world]] [--trials N] [--threads T] [--ids a,b]\n"
     "                  [--seed S] [--log-dir DIR] [--pretrained FILE] [--no-torch] [--suite FILE]\n"
-    "                  [--repeats R] [--min-repeat-ms MS] [--final-rounds N] [--confirm K]\n";
+    "                  [--repeats R] [--min-repeat-ms MS] [--final-rounds N] [--confirm K]\n"
+    "                  [--final-protocol anchor|tune]\n";
 
 static const char HELP[] =
     "Tunes every suite row (or --ids) with each --model (default ansor) for --trials (default 64)\n"
@@ -83,12 +84,14 @@ static const char HELP[] =
     "figures compared (the logged best is printed too): a resumed row's log may come from another\n"
     "session, and on this shared machine timings minutes apart differ more than timings in turn.\n"
     "The best schedule is cwm tune's: its --confirm K (default 8) best logged programs timed again\n"
-    "in turn 3 times, the lowest median (0 = the lowest logged figure).\n";
+    "in turn 3 times, the lowest median (0 = the lowest logged figure). In the final rounds it is\n"
+    "timed with oneDNN's protocol (median of 7 repeats of at least 50 ms, as anchors.h times\n"
+    "oneDNN), not the tuning one: --final-protocol tune keeps --repeats/--min-repeat-ms.\n";
 
 int main(int argc, char **argv) {
   const char *models = "ansor", *ids = NULL, *logdir = "bench-logs", *pretrained = NULL, *suite = NULL;
   int trials = 64, threads = 1, torch = 1, repeats = -1; /* -1, -1: cwm tune's protocol */
-  int final_rounds = 3, confirm = 8;
+  int final_rounds = 3, confirm = 8, anchor_protocol = 1;
   double min_ms = -1;
   long seed = 1;
   for (int i = 1; i < argc; i++) {
@@ -104,6 +107,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--min-repeat-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--final-rounds") && i + 1 < argc) final_rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--confirm") && i + 1 < argc) confirm = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--final-protocol") && i + 1 < argc) {
+      const char *fp = argv[++i];
+      if (strcmp(fp, "anchor") && strcmp(fp, "tune")) {
+        fprintf(stderr, "tune_suite: --final-protocol is anchor or tune, not '%s'\n%s", fp, USAGE);
+        return 2;
+      }
+      anchor_protocol = !strcmp(fp, "anchor");
+    }
     else if (!strcmp(argv[i], "--no-torch")) torch = 0;
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("%s%s", USAGE, HELP);
@@ -147,8 +158,12 @@ int main(int argc, char **argv) {
   snprintf(mbuf, sizeof mbuf, "%s", models);
   for (char *t = strtok(mbuf, ","); t && nm < 8; t = strtok(NULL, ",")) mlist[nm++] = t;
   printf("tune_suite: models %s, %d trials, %d thread(s), seed %ld, median of %d repeats of at least %g ms; "
-         "best schedules and oneDNN timed again in turn %d times (medians); ratio = anchor latency / our latency\n",
-         models, trials, threads, seed, proto.repeats, proto.min_repeat_ms, final_rounds);
+         "best schedules (each the lowest median of its %d best logged, timed again in turn 3 times) and oneDNN "
+         "timed again in turn %d times (medians; ours with %s protocol: median of %d repeats of at least %g ms); "
+         "ratio = anchor latency / our latency\n",
+         models, trials, threads, seed, proto.repeats, proto.min_repeat_ms, confirm, final_rounds,
+         anchor_protocol ? "oneDNN's" : "the tuning", anchor_protocol ? ANCHOR_REPEATS : proto.repeats,
+         anchor_protocol ? ANCHOR_MIN_REPEAT_S * 1000 : proto.min_repeat_ms);
   printf("%-13s %-9s %10s %9s %9s", "id", "op", "oneDNN_us", "torch_us", "GFLOP");
   printf("\n");
   double lg_c[8] = {0}, lg_m[8] = {0}, lt_c[8] = {0}, lt_m[8] = {0};
@@ -214,16 +229,19 @@ int main(int argc, char **argv) {
       else {
         logged[k] = res.best_logged;
         tsec[k] = res.seconds;
-        if (!(bs[k] = best_state(t, &res, &e))) fprintf(stderr, "%s %s: the best schedule: %s\n", id, mlist[k], e.msg);
+        /* the final timings: oneDNN's protocol (anchors.h) unless --final-protocol tune; the best
+         * schedule is replayed on that task's graph */
+        cwm_measure_opts fo = mo;
+        if (anchor_protocol) fo.repeats = ANCHOR_REPEATS, fo.min_repeat_ms = ANCHOR_MIN_REPEAT_S * 1000;
+        if (!(tk[k] = cwm_task_new(w, &fo, &e)) || !(bs[k] = best_state(tk[k], &res, &e))) {
+          fprintf(stderr, "%s %s: the best schedule: %s\n", id, mlist[k], e.msg);
+          cwm_task_free(tk[k]);
+          tk[k] = NULL;
+        }
       }
       cwm_tune_result_free(&res);
       cwm_costmodel_free(m);
-      if (bs[k]) {
-        tk[k] = t;
-        cwm_task_set_slow_cutoff(t, 0); /* the tuner's cut-off for hopeless candidates: off */
-      } else {
-        cwm_task_free(t);
-      }
+      cwm_task_free(t);
     }
     if (g_stop) {
       for (int k = 0; k < nm; k++) cwm_state_free(bs[k]), cwm_task_free(tk[k]);

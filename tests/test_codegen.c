@@ -141,8 +141,15 @@ static void uneven_bounds(void) {
       cwm_kernel k;
       CHECKF(cwm_codegen(s, NULL, &k, &e) == 0, "%s", e.msg);
       CHECKF(strstr(k.body, "_n0 = ") != NULL, "%s: no loop took its guard as a bound:\n%s", cases[i][0], k.body);
-      /* no guard is left on the update statement: every "if (" line is gone */
-      CHECKF(strstr(k.body, "if ((") == NULL, "%s: a per-element guard is left:\n%s", cases[i][0], k.body);
+      /* no guard is left on the update statement: every "if (" line is gone, but for the test of
+       * whether a register tile lies inside the guards (one per tile, not per element) */
+      int left = 0;
+      for (const char *q = strstr(k.body, "if (("); q; q = strstr(q + 1, "if ((")) {
+        const char *nl = q; /* the end of the line before, which ends the comment lower.c puts there */
+        while (nl > k.body && *nl != '\n') nl--;
+        left += !(nl - k.body > 7 && !strncmp(nl - 7, "edge */", 7));
+      }
+      CHECKF(left == 0, "%s: a per-element guard is left:\n%s", cases[i][0], k.body);
       cwm_kernel_free(&k);
       cwm_record rec;
       memset(&rec, 0, sizeof rec);

@@ -306,6 +306,68 @@ static void test_register_tile(void) {
   cwm_dag_free(d);
 }
 
+/* A matrix product none of whose axes is a whole number of vectors (133 = 7 x 19): the prior
+ * draws the column tiles one or two vectors wide with a remainder, and codegen runs the register
+ * tile on the full tiles and guarded loops on the last (an if/else on the tile's position). Such
+ * programs are drawn, and they compute the right thing, as sampled and as mutated. */
+static void test_padded_tile(void) {
+  const char *spec = "matmul M=20 N=133 K=12";
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
+  cwm_measure_opts mo = test_measure_opts(0);
+  cwm_task *t = cwm_task_new(w, &mo, &e);
+  CHECK(t != NULL);
+  if (!t) return;
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  cwm_rng r;
+  cwm_rng_seed(&r, 9);
+  cwm_state **cand = NULL, *pick[16];
+  int n = 0, np = 0, padded = 0;
+  CHECKF(cwm_sample_initial(cwm_task_dag(t), &o, &r, 300, &cand, &n, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < n; i++) {
+    cwm_kernel k;
+    if (cwm_codegen(cand[i], NULL, &k, &e)) {
+      CHECKF(0, "candidate %d: %s", i, e.msg);
+      continue;
+    }
+    int split_rem = 0;
+    for (int j = 0; j < cand[i]->nsteps; j++) {
+      const cwm_step *st = &cand[i]->steps[j];
+      long prod = 1;
+      for (int q = 0; q < st->n && st->kind == CWM_S_SP; q++) prod *= st->v[q];
+      split_rem |= st->kind == CWM_S_SP && st->extent % prod != 0;
+    }
+    padded += split_rem;
+    /* the guarded register tile: a vector accumulator under an if with an else */
+    if (strstr(k.body, "} else {") && strstr(k.body, "acc0") && np < 8) pick[np++] = cand[i];
+    cwm_kernel_free(&k);
+  }
+  fprintf(stderr, "%s: %d of %d candidates split with a remainder, %d picked with a guarded register tile\n",
+          spec, padded, n, np);
+  CHECKF(padded * 10 >= n, "only %d of %d candidates padded", padded, n);
+  CHECKF(np >= 4, "only %d candidates with a guarded register tile", np);
+  int m = np;
+  for (int i = 0; i < np; i++) {
+    cwm_state *mu = NULL;
+    for (int k = 0; k < 1000 && !mu; k++) cwm_mutate(pick[i], &o, &r, &mu, &e);
+    if (mu) pick[m++] = mu;
+  }
+  cwm_record recs[16];
+  memset(recs, 0, sizeof recs);
+  CHECKF(cwm_task_measure(t, pick, m, recs, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < m; i++) {
+    char *st = steps_text(pick[i]);
+    CHECKF(recs[i].error == 0, "%s: %s: %s\n  steps: %s", spec, cwm_merr_name(recs[i].error), recs[i].msg, st);
+    free(st);
+    cwm_record_free(&recs[i]);
+  }
+  for (int i = np; i < m; i++) cwm_state_free(pick[i]);
+  cwm_states_free(cand, n);
+  cwm_task_free(t);
+  cwm_workload_free(w);
+}
+
 /* Ansor's common-root compute location: a softmax's exponentials (read by the sum and by the
  * division) can be computed inside the division's row loop once the sum is attached there; the
  * sampler draws such programs and they compute the right thing. */
@@ -339,6 +401,27 @@ static void test_common_root(void) {
   fprintf(stderr, "softmax candidates with the exponentials attached: %d kept (%d with an attached rfactor "
           "stage), of %d\n", np, nrf, n);
   CHECKF(np >= 4, "only %d of %d softmax candidates attach the exponentials", np, n);
+  /* the attach-chain helpers: every chain ends in a root stage, its top stage is attached directly
+   * there, and cwm_attach_in finds that top; a stage numbered at or below `after` breaks a chain */
+  int chains = 0;
+  for (int i = 0; i < n; i++) {
+    const cwm_state *s = cand[i];
+    for (int q = 0; q < s->nstages; q++) {
+      int top, r = cwm_attach_root(s, q, -1, &top);
+      if (s->stages[q].loc == CWM_LOC_ROOT) {
+        CHECKF(r == q && top == -1, "candidate %d stage %d: root %d top %d", i, q, r, top);
+      } else if (s->stages[q].loc == CWM_LOC_ITER) {
+        chains++;
+        CHECKF(r >= 0 && s->stages[r].loc == CWM_LOC_ROOT, "candidate %d stage %d: chain ends in %d", i, q, r);
+        CHECKF(top >= 0 && s->stages[top].loc == CWM_LOC_ITER && s->stages[top].attach_stage == r,
+               "candidate %d stage %d: top %d", i, q, top);
+        CHECKF(r < 0 || cwm_attach_in(s, q, r, -1) == top, "candidate %d stage %d: attach_in", i, q);
+        CHECK(cwm_attach_in(s, q, q, -1) == -1);
+        CHECK(cwm_attach_root(s, q, q, &top) == -1 && cwm_attach_in(s, q, s->stages[q].attach_stage, q) == -1);
+      }
+    }
+  }
+  CHECKF(chains > n, "only %d attached stages in %d candidates", chains, n);
   CHECKF(nrf >= 2, "only %d softmax candidates attach an rfactor stage", nrf);
   cwm_record recs[12];
   memset(recs, 0, sizeof recs);
@@ -361,6 +444,7 @@ int main(void) {
   test_mutation_rules();
   test_register_tile();
   test_common_root();
+  test_padded_tile();
   static const char *specs[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",
       "batch_matmul B=2 M=16 N=8 K=12", "softmax B=2 M=4 N=24", "layernorm M=8 N=40",

@@ -232,7 +232,24 @@ static void test_too_many_tensors(void) {
   }
 }
 
+/* cwm_divisors against trial division, with the value and count caps */
+static void test_divisors(void) {
+  int out[2048];
+  for (int n = 1; n <= 5000; n += (n < 200 ? 1 : 37)) {
+    int cap = n % 3 ? n : 64, k = cwm_divisors(n, cap, out, 2048), m = 0;
+    for (int d = 1; d <= n; d++)
+      if (n % d == 0 && d <= cap) {
+        CHECKF(m < k && out[m] == d, "n %d cap %d: divisor %d at %d", n, cap, d, m);
+        m++;
+      }
+    CHECKF(m == k, "n %d: %d divisors, %d returned", n, m, k);
+  }
+  CHECK(cwm_divisors(720720, 1 << 30, out, 5) == 5 && out[4] == 5);
+  CHECK(cwm_divisors(1023, 1 << 30, out, 2048) == 8 && out[7] == 1023 && out[3] == 31);
+}
+
 int main(void) {
+  test_divisors();
   test_heap_local();
   test_misfits();
   test_replay_trace();

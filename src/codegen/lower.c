@@ -1439,19 +1439,62 @@ typedef struct {
   long nacc, sst;
 } rtile_t;
 
+/* The position of the loop whose bound carries guard g of stage p (plan_bound), or -1. */
+static int guard_bound_pos(const ctx_t *c, int p, int g) {
+  for (int pos = 0; pos < c->L[p].st.niters; pos++)
+    for (int j = 0; j < c->L[p].nbound[pos]; j++)
+      if (c->L[p].bound[pos][j] == g) return pos;
+  return -1;
+}
+
+/* A tile of a guarded stage (a split that does not divide its extent, or a region that may leave
+ * the tensor) may be emitted without its guards where it lies wholly inside (tile_inside_cond,
+ * tested at run time): every spatial guard is then true, and every reduction guard must be a loop
+ * bound of a loop outside the tile loops (pos..first-1 are opened by the tile itself). A region
+ * guard's tile terms must grow with the loops, so that the tile's corners bound it. */
+static int guards_fit_tile(ctx_t *c, int p, int pos, int first) {
+  const cwm_stage *st = &c->L[p].st;
+  for (int g = 0; g < c->L[p].nguard; g++) {
+    if (st->nodes[c->L[p].guard[g]].kind == CWM_IT_SPATIAL) continue;
+    int bp = c->L[p].absorbed[g] ? guard_bound_pos(c, p, g) : -1;
+    if (bp < 0 || bp >= first) return 0;
+  }
+  const cwm_op *b = body_op(c, p);
+  for (int r = 0; r < b->ndim; r++) {
+    if (!c->L[p].local || !c->L[p].gguard[r]) continue;
+    lin_t l = root_lin(c, p, r);
+    if (!l.ok) return 0;
+    for (int k = 0; k < l.n; k++) {
+      if (l.a[k].stage != p) continue;
+      int at = stage_iter_pos(st, l.a[k].node);
+      if (at >= first && (l.coef[k] <= 0 || l.a[k].div != 1 || l.a[k].mod)) return 0;
+    }
+  }
+  /* the slow path (emit_stage_rest) would emit stages attached inside the tile; the tile does not */
+  for (int j = pos; j < st->niters; j++)
+    for (int q = 0; q < c->s->nstages; q++)
+      if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p &&
+          c->s->stages[q].attach_node == st->iters[j])
+        return 0;
+  return 1;
+}
+
 /* Whether a register tile applies at pos (its checks, and a probe of the body for the first tile
- * element, emitted nowhere): the plan in *rt. Emits nothing. */
-static int register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt) {
+ * element, emitted nowhere): the plan in *rt. Emits nothing. `unguarded`: a guarded stage's tile
+ * for the case that it lies wholly inside (guards_fit_tile). */
+static int register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarded) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
   if (c->text || c->ref || c->collect || b->reduce != CWM_RED_SUM) return 0;
-  if (c->L[p].nguard || st->nodes[st->iters[pos]].kind != CWM_IT_REDUCE) return 0;
-  for (int d = 0; d < b->ndim; d++)
-    if (c->L[p].local && c->L[p].gguard[d]) return 0;
+  if (st->nodes[st->iters[pos]].kind != CWM_IT_REDUCE) return 0;
+  int guarded = c->L[p].nguard > 0;
+  for (int d = 0; d < b->ndim; d++) guarded |= c->L[p].local && c->L[p].gguard[d];
+  if (guarded != !!unguarded) return 0;
   /* reduction loops pos..first-1 enclose the tile loops first..last */
   int first = pos, last = st->niters - 1;
   while (first <= last && st->nodes[st->iters[first]].kind == CWM_IT_REDUCE) first++;
   if (first > last || last - first + 1 > 4) return 0;
+  if (unguarded && !guards_fit_tile(c, p, pos, first)) return 0;
   int vleaf = st->iters[last];
   const cwm_node *vn = &st->nodes[vleaf];
   if (vn->ann != CWM_ANN_VECTORIZE) return 0;
@@ -1535,9 +1578,47 @@ static int register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt) {
   return 1;
 }
 
-static int try_register_tile(ctx_t *c, int p, int pos, int depth) {
+/* The run-time condition under which the tile of plan rt lies wholly inside its stage's guards:
+ * every spatial guard, and every region guard at both corners, holds with the tile loops at their
+ * last (and, for regions, first) values. Owned string; empty when nothing needs testing. */
+static char *tile_inside_cond(ctx_t *c, int p, const rtile_t *rt) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *b = body_op(c, p);
+  int nt = rt->last - rt->first + 1;
+  cwm_buf o;
+  cwm_buf_init(&o);
+  c->ov_stage = p;
+  c->nov = nt;
+  for (int corner = 1; corner >= 0; corner--) {
+    for (int j = 0; j < nt; j++) {
+      c->ov_node[j] = st->iters[rt->first + j];
+      c->ov_val[j] = corner ? st->nodes[c->ov_node[j]].extent - 1 : 0;
+    }
+    for (int g = 0; g < c->L[p].nguard && corner; g++) {
+      int node = c->L[p].guard[g];
+      if (st->nodes[node].kind != CWM_IT_SPATIAL) continue;
+      long ext = st->nodes[node].root >= 0 ? st->domain[st->nodes[node].root] : st->nodes[node].extent;
+      cwm_buf v;
+      cwm_buf_init(&v);
+      emit_node_value(c, p, node, &v, 0);
+      cwm_buf_printf(&o, "%s(%s) < %ld", o.len ? " && " : "", v.s, ext);
+      cwm_buf_free(&v);
+    }
+    for (int r = 0; r < b->ndim; r++) {
+      if (!c->L[p].local || !c->L[p].gguard[r]) continue;
+      char *v = root_value(c, p, r, 1);
+      if (corner) cwm_buf_printf(&o, "%s%s < %d", o.len ? " && " : "", v, b->shape[r]);
+      else cwm_buf_printf(&o, "%s%s >= 0", o.len ? " && " : "", v);
+      free(v);
+    }
+  }
+  c->nov = 0;
+  return cwm_buf_take(&o);
+}
+
+static int try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded) {
   rtile_t rt;
-  if (!register_tile_plan(c, p, pos, &rt)) return 0;
+  if (!register_tile_plan(c, p, pos, &rt, unguarded)) return 0;
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
   const int first = rt.first, last = rt.last, VW = rt.vw, nt = last - first + 1, nroot = b->ndim + b->nred;
@@ -1652,6 +1733,38 @@ static void emit_attached(ctx_t *c, int p, int node, int depth) {
       emit_alloc_and_stage(c, q, depth);
 }
 
+/* The reduction's init nest from loop position pos on: the spatial loops only. */
+static void emit_init_nest(ctx_t *c, int p, int pos, int depth) {
+  const cwm_stage *st = &c->L[p].st;
+  int ipar[CWM_MAX_ITERS], id = depth;
+  for (int j = pos; j < st->niters; j++) {
+    if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
+    ipar[j] = open_loop(c, p, j, id++, 1);
+  }
+  emit_init_stmt(c, p, id);
+  for (int j = st->niters - 1; j >= pos; j--) {
+    if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
+    close_loop(c, --id, ipar[j]);
+  }
+}
+
+/* The loops of stage p from position pos on, with their guards and attached stages, around the
+ * update: the slow path of a guarded register tile (init: its init nest first). */
+static void emit_stage_rest(ctx_t *c, int p, int pos, int depth, int init) {
+  const cwm_stage *st = &c->L[p].st;
+  int par[CWM_MAX_ITERS], d = depth;
+  if (init) emit_init_nest(c, p, pos, d);
+  for (int j = pos; j < st->niters; j++) {
+    par[j] = open_loop(c, p, j, d++, 0);
+    emit_attached(c, p, st->iters[j], d);
+  }
+  emit_update_stmt(c, p, d);
+  for (int j = st->niters - 1; j >= pos; j--) {
+    emit_attached_frees(c, p, st->iters[j], d);
+    close_loop(c, --d, par[j]);
+  }
+}
+
 static void emit_stage(ctx_t *c, int p, int depth) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
@@ -1659,34 +1772,39 @@ static void emit_stage(ctx_t *c, int p, int depth) {
   int first_red = b->reduce != CWM_RED_NONE ? first_reduce_pos(st) : -1;
   int par[CWM_MAX_ITERS];
   int d = depth;
-  if (b->reduce != CWM_RED_NONE && first_red < 0) {
-    /* reduction with all reduction loops folded away: init before the nest's statement */
-  }
   int skip_init = 0;
   if (first_red >= 0 && !c->text && !c->ref && !c->collect) {
     /* the first register tile the walk below will emit decides whether the tile itself starts
-     * the reduction */
+     * the reduction (a guarded stage's slow path then has its own init nest) */
     rtile_t rt;
     for (int pos = first_red; pos < st->niters; pos++)
-      if (register_tile_plan(c, p, pos, &rt)) {
+      if (register_tile_plan(c, p, pos, &rt, 0) || register_tile_plan(c, p, pos, &rt, 1)) {
         skip_init = reduction_outside_is_trivial(st, pos);
         break;
       }
   }
   for (int pos = 0; pos < st->niters; pos++) {
-    if (pos == first_red && !skip_init) {
-      int ipar[CWM_MAX_ITERS], id = d;
-      for (int j = pos; j < st->niters; j++) {
-        if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
-        ipar[j] = open_loop(c, p, j, id++, 1);
+    if (pos == first_red && !skip_init) emit_init_nest(c, p, pos, d);
+    rtile_t rt;
+    int done = try_register_tile(c, p, pos, d, 0);
+    if (!done && register_tile_plan(c, p, pos, &rt, 1)) {
+      /* a guarded stage: the register tile where the tile lies wholly inside, the guarded loops
+       * at the edges (a 1023-wide matrix product: 63 full 16-wide column tiles and one of 15) */
+      char *cond = tile_inside_cond(c, p, &rt);
+      if (!cond[0]) {
+        done = try_register_tile(c, p, pos, d, 1);
+      } else {
+        line(c, d, "/* the register tile where the tile lies inside the guards, guarded loops at the edge */");
+        line(c, d, "if (%s) {", cond);
+        try_register_tile(c, p, pos, d + 1, 1); /* planned above: it applies */
+        line(c, d, "} else {");
+        emit_stage_rest(c, p, pos, d + 1, skip_init);
+        line(c, d, "}");
+        done = 1;
       }
-      emit_init_stmt(c, p, id);
-      for (int j = st->niters - 1; j >= pos; j--) {
-        if (st->nodes[st->iters[j]].kind != CWM_IT_SPATIAL) continue;
-        close_loop(c, --id, ipar[j]);
-      }
+      free(cond);
     }
-    if (try_register_tile(c, p, pos, d)) {
+    if (done) {
       for (int j = pos - 1; j >= 0; j--) {
         emit_attached_frees(c, p, st->iters[j], d);
         close_loop(c, --d, par[j]);

@@ -3,6 +3,7 @@
  * and a fused vectorized inner loop; then candidates are sampled and deduplicated. */
 #include "cwm/sketch.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,18 +55,7 @@ static long count_ways(facs *f, int i, int k) {
 static void draw_lengths(int extent, int len, int max_inner, cwm_rng *r, int *lengths) {
   facs f = {.len = len, .max_inner = max_inner};
   f.div = cwm_xmalloc(sizeof(int) * 2048);
-  for (long d = 1; d * d <= extent && f.nd < 2046; d++)
-    if (extent % d == 0) {
-      f.div[f.nd++] = (int)d;
-      if (d * d != extent) f.div[f.nd++] = (int)(extent / d);
-    }
-  /* ascending order for div_index */
-  for (int i = 1; i < f.nd; i++)
-    for (int j = i; j > 0 && f.div[j - 1] > f.div[j]; j--) {
-      int t = f.div[j];
-      f.div[j] = f.div[j - 1];
-      f.div[j - 1] = t;
-    }
+  f.nd = cwm_divisors(extent, INT_MAX, f.div, 2046); /* ascending, for div_index */
   f.count = cwm_xmalloc(sizeof(long) * (size_t)f.nd * (size_t)(len + 1));
   for (int i = 0; i < f.nd * (len + 1); i++) f.count[i] = -1;
   int top = div_index(&f, extent);
@@ -103,13 +93,21 @@ static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const c
                               cwm_rng *r, int *vec_root) {
   int lanes = o->max_vectorize / 2 >= 4 ? o->max_vectorize / 2 : 8;
   int regs = lanes >= 16 ? 32 : 16, lo = 4, hi = regs * 3 / 4;
-  int cand[CWM_MAX_ITERS], nc = 0;
+  int cand[CWM_MAX_ITERS], nc = 0, padded = 0;
   for (int k = 0; k < nids; k++)
     if (steps[ids[k]].extent % lanes == 0) cand[nc++] = k;
+  if (nc == 0) {
+    /* no axis is a whole number of vectors (a 1023-wide matrix): one at least 8 vectors wide is
+     * split with a remainder, the tile padded (codegen runs the register tile on the full tiles
+     * and guarded loops on the last) */
+    for (int k = 0; k < nids; k++)
+      if (steps[ids[k]].extent >= 8 * lanes) cand[nc++] = k;
+    padded = 1;
+  }
   if (nids < 2 || nc == 0 || cwm_rng_int(r, 2)) return 0;
   int a = cand[cwm_rng_int(r, nc)];
   cwm_step *va = &steps[ids[a]];
-  int nvec = (va->extent % (2 * lanes) == 0 && 2 * lanes <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
+  int nvec = ((padded || va->extent % (2 * lanes) == 0) && 2 * lanes <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
   int inner[CWM_MAX_ITERS], *div = cwm_xmalloc(sizeof(int) * 2048), ok = 0;
   for (int tries = 0; tries < 64 && !ok; tries++) {
     long prod = nvec;
@@ -127,7 +125,7 @@ static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const c
   for (int k = 0; k < nids; k++) {
     cwm_step *st = &steps[ids[k]];
     int outer[CWM_MAX_SPLIT];
-    draw_lengths(st->extent / inner[k], st->n - 1, st->extent, r, outer);
+    draw_lengths((st->extent + inner[k] - 1) / inner[k], st->n - 1, st->extent, r, outer);
     for (int l = 0; l < st->n - 1; l++) st->v[l] = outer[l];
     st->v[st->n - 1] = inner[k];
   }

@@ -34,7 +34,7 @@ static int mutate_tile(const cwm_state *s, const cwm_space_opts *o, cwm_rng *r, 
   int nl = ps->n + 1, len[CWM_MAX_SPLIT + 1];
   long prod = 1;
   for (int i = 0; i < ps->n; i++) len[i + 1] = ps->v[i], prod *= ps->v[i];
-  len[0] = (int)(ps->extent / prod);
+  len[0] = (int)((ps->extent + prod - 1) / prod); /* a split that does not divide: the padded count */
   int perm[CWM_MAX_SPLIT + 1];
   for (int i = 0; i < nl; i++) perm[i] = i;
   for (int i = nl - 1; i > 0; i--) {
