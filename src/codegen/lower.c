@@ -541,7 +541,12 @@ static void plan_rewrite(ctx_t *c, int t) {
     int dim = rw.root_dim[cwm_node_root(ust, cand[last])];
     long ds = 1;
     for (int e = dim + 1; e < in->ndim; e++) ds *= in->shape[e];
-    if (orig_stride(ust, cand[last], ds) == 1) return;
+    /* contiguous, and every row starts on a vector boundary (or the loop is no whole number of
+     * vectors): read in place. Rows of 1023 floats would make most vector loads straddle two
+     * cache lines; the copy pads them into the loops' panels. */
+    long vext = ust->nodes[cand[last]].extent;
+    int misaligned = dim > 0 && (ds * in->shape[dim]) % 8 != 0 && vext % 8 == 0;
+    if (orig_stride(ust, cand[last], ds) == 1 && !misaligned) return;
     rw.runtime = 1;
   }
   long size = 1, orig = 1;
