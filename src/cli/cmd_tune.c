@@ -37,6 +37,7 @@ static const char *TUNE_HELP =
     "--confirm K (8): at the end the K best programs of the log are timed again, one after another,\n"
     "3 times, and the lowest median is the result (best_us; best_logged_us is its tuning-time\n"
     "figure): the machine's speed drifts, so the lowest logged figure is partly luck. 0 = off.\n"
+    "(--network runs do not confirm.)\n"
     "\n"
     "--network FILE tunes a whole network: a list of subgraphs with weights (how often each runs;\n"
     "networks/README.md, e.g. networks/bert_base_seq128.tsv, networks/resnet50_b1.tsv). The\n"
