@@ -306,24 +306,23 @@ static void test_register_tile(void) {
   cwm_dag_free(d);
 }
 
-/* A matrix product none of whose axes is a whole number of vectors (133 = 7 x 19): the prior
- * draws the column tiles one or two vectors wide with a remainder, and codegen runs the register
- * tile on the full tiles and guarded loops on the last (an if/else on the tile's position). Such
- * programs are drawn, and they compute the right thing, as sampled and as mutated. */
-static void test_padded_tile(void) {
-  const char *spec = "matmul M=20 N=133 K=12";
+/* Samples 300 programs of spec, picks up to 8 whose generated code contains `marker`, and
+ * measures them and one mutant of each: all must compute the right thing. Returns the number
+ * picked; *split_rem counts the samples with a split that does not divide its extent. */
+static int check_sampled_with(const char *spec, uint64_t seed, const char *marker, int *split_rem) {
   cwm_err e = {0};
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
   cwm_measure_opts mo = test_measure_opts(0);
-  cwm_task *t = cwm_task_new(w, &mo, &e);
-  CHECK(t != NULL);
-  if (!t) return;
+  cwm_task *t = w ? cwm_task_new(w, &mo, &e) : NULL;
+  CHECKF(t != NULL, "%s: %s", spec, e.msg);
+  if (!t) return 0;
   cwm_space_opts o;
   cwm_space_opts_default(&o);
   cwm_rng r;
-  cwm_rng_seed(&r, 9);
+  cwm_rng_seed(&r, seed);
   cwm_state **cand = NULL, *pick[16];
-  int n = 0, np = 0, padded = 0;
+  int n = 0, np = 0;
+  *split_rem = 0;
   CHECKF(cwm_sample_initial(cwm_task_dag(t), &o, &r, 300, &cand, &n, &e) == 0, "%s", e.msg);
   for (int i = 0; i < n; i++) {
     cwm_kernel k;
@@ -331,22 +330,17 @@ static void test_padded_tile(void) {
       CHECKF(0, "candidate %d: %s", i, e.msg);
       continue;
     }
-    int split_rem = 0;
+    int rem = 0;
     for (int j = 0; j < cand[i]->nsteps; j++) {
       const cwm_step *st = &cand[i]->steps[j];
       long prod = 1;
       for (int q = 0; q < st->n && st->kind == CWM_S_SP; q++) prod *= st->v[q];
-      split_rem |= st->kind == CWM_S_SP && st->extent % prod != 0;
+      rem |= st->kind == CWM_S_SP && st->extent % prod != 0;
     }
-    padded += split_rem;
-    /* the guarded register tile: a vector accumulator under an if with an else */
-    if (strstr(k.body, "} else {") && strstr(k.body, "acc0") && np < 8) pick[np++] = cand[i];
+    *split_rem += rem;
+    if (strstr(k.body, marker) && np < 8) pick[np++] = cand[i];
     cwm_kernel_free(&k);
   }
-  fprintf(stderr, "%s: %d of %d candidates split with a remainder, %d picked with a guarded register tile\n",
-          spec, padded, n, np);
-  CHECKF(padded * 10 >= n, "only %d of %d candidates padded", padded, n);
-  CHECKF(np >= 4, "only %d candidates with a guarded register tile", np);
   int m = np;
   for (int i = 0; i < np; i++) {
     cwm_state *mu = NULL;
@@ -362,10 +356,30 @@ static void test_padded_tile(void) {
     free(st);
     cwm_record_free(&recs[i]);
   }
+  fprintf(stderr, "%s: %d of %d samples with a split that does not divide, %d picked with '%s'\n", spec,
+          *split_rem, n, np, marker);
   for (int i = np; i < m; i++) cwm_state_free(pick[i]);
   cwm_states_free(cand, n);
   cwm_task_free(t);
   cwm_workload_free(w);
+  return np;
+}
+
+/* A matrix product none of whose axes is a whole number of vectors (133 = 7 x 19): the prior
+ * draws the column tiles one or two vectors wide with a remainder, and codegen runs the register
+ * tile on the full tiles and guarded loops on the last (an if/else on the tile's position, with
+ * vector accumulators). Such programs are drawn, and they compute the right thing. */
+static void test_padded_tile(void) {
+  int rem, np = check_sampled_with("matmul M=20 N=133 K=12", 9, "at the edge */", &rem);
+  CHECKF(rem * 10 >= 300, "only %d of 300 candidates padded", rem);
+  CHECKF(np >= 4, "only %d candidates with a guarded register tile", np);
+}
+
+/* A batch matrix product whose second operand is given as [B,N,K]: programs that vectorize N
+ * copy it into [.., K, N] panels per call, in 8 x 8 blocks transposed in registers (cwm_tr8) */
+static void test_transposed_pack(void) {
+  int rem, np = check_sampled_with("batch_matmul B=2 M=8 N=32 K=24", 4, "cwm_tr8(r_)", &rem);
+  CHECKF(np >= 2, "only %d candidates with a transposed runtime pack", np);
 }
 
 /* Ansor's common-root compute location: a softmax's exponentials (read by the sum and by the
@@ -445,6 +459,7 @@ int main(void) {
   test_register_tile();
   test_common_root();
   test_padded_tile();
+  test_transposed_pack();
   static const char *specs[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",
       "batch_matmul B=2 M=16 N=8 K=12", "softmax B=2 M=4 N=24", "layernorm M=8 N=40",

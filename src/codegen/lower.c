@@ -99,6 +99,7 @@ typedef struct {
   int vw;        /* lanes of the register tile being emitted (8 or 16) */
   int max_lanes; /* widest vector the tiles may use: 16 with AVX-512, else 8 */
   int used_math; /* cwm_expf / cwm_erff: the definitions go before the kernel */
+  int used_tr8;  /* cwm_tr8, the 8 x 8 transpose of runtime packs */
   struct cse_s *cse;
   /* store collection (cwm_lower_stores): the open loops and the stores seen */
   int collect, last_unroll;
@@ -2190,25 +2191,31 @@ static void layout_text(const cwm_state *s, const rewrite_t *rw, const cwm_op *i
 /* The innermost statement of a conversion into rw's layout, inside loops d0..d(ndim-1) that walk
  * the new layout in order with a running offset o: nm_packed[o++] = nm[original index], 0 where
  * the new layout pads. */
-static void emit_pack_store(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *nm, cwm_buf *o) {
+/* The flattened index into the original tensor of the packed element (d0, d1, ...) in *idx, and
+ * in *cond the test that it lies inside (empty when no dim is padded). Both initialised here. */
+static void pack_source_index(ctx_t *c, const rewrite_t *rw, const cwm_op *in, cwm_buf *idx, cwm_buf *cond) {
   char names[RW_MAX_DIMS][96];
   for (int d = 0; d < rw->ndim; d++) snprintf(names[d], sizeof names[d], "d%d", d);
-  cwm_buf cond, idx;
-  cwm_buf_init(&cond);
-  cwm_buf_init(&idx);
+  cwm_buf_init(cond);
+  cwm_buf_init(idx);
   for (int d = 0; d < in->ndim; d++) {
     long st = 1;
     for (int e = d + 1; e < in->ndim; e++) st *= in->shape[e];
     cwm_buf v;
     cwm_buf_init(&v);
-    original_index(c->s, rw, in, d, names, &v, &cond);
+    original_index(c->s, rw, in, d, names, &v, cond);
     if (strcmp(v.s, "0")) {
-      if (idx.len) cwm_buf_puts(&idx, " + ");
-      if (st != 1) cwm_buf_printf(&idx, "(%s)*%ld", v.s, st);
-      else cwm_buf_puts(&idx, v.s);
+      if (idx->len) cwm_buf_puts(idx, " + ");
+      if (st != 1) cwm_buf_printf(idx, "(%s)*%ld", v.s, st);
+      else cwm_buf_puts(idx, v.s);
     }
     cwm_buf_free(&v);
   }
+}
+
+static void emit_pack_store(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *nm, cwm_buf *o) {
+  cwm_buf cond, idx;
+  pack_source_index(c, rw, in, &idx, &cond);
   cwm_buf_indent(o, rw->ndim + 1);
   if (cond.len)
     cwm_buf_printf(o, "%s_packed[o++] = %s ? %s[%s] : 0.0f;\n", nm, cond.s, nm, idx.len ? idx.s : "0");
@@ -2234,9 +2241,79 @@ static void emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const cha
 /* A runtime pack at the top of the kernel body: X_packed allocated and filled from X in the
  * layout the reading stage walks, the outermost dim split among the threads (each thread's
  * running offset starts at its d0's place). */
+/* A runtime pack whose innermost dim J is read with a stride and another dim K contiguously (a
+ * transposition, as a batch matrix product's second operand given as [B,N,K] is copied into
+ * [.., K, N] panels): 8 x 8 blocks loaded as 8 rows along K, transposed in registers and stored
+ * as 8 rows along J, about four times faster than copying element by element. Returns 0 (emits
+ * nothing) when the pack is not of that kind: a padded dim, or J or K not a multiple of 8. */
+static int emit_runtime_pack_transposed(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *nm,
+                                        cwm_buf *o) {
+  const cwm_stage *ust = &c->s->stages[rw->stage];
+  int n = rw->ndim, J = n - 1, K = -1;
+  if (n < 2 || rw->extent[J] % 8) return 0;
+  long src[RW_MAX_DIMS];
+  for (int d = 0; d < n; d++) {
+    int dim = rw->root_dim[cwm_node_root(ust, rw->node[d])];
+    if (dim < 0) return 0;
+    long ds = 1;
+    for (int e = dim + 1; e < in->ndim; e++) ds *= in->shape[e];
+    src[d] = orig_stride(ust, rw->node[d], ds);
+  }
+  for (int d = 0; d < J && K < 0; d++)
+    if (src[d] == 1 && rw->extent[d] % 8 == 0) K = d;
+  if (K < 0 || src[J] <= 1) return 0;
+  cwm_buf idx, cond, dst;
+  pack_source_index(c, rw, in, &idx, &cond);
+  int ok = cond.len == 0;
+  cwm_buf_init(&dst);
+  for (int d = 0; d < n; d++) cwm_buf_printf(&dst, "%sd%d*%ldL", d ? " + " : "", d, rw->stride[d]);
+  if (ok) {
+    cwm_buf_printf(o, "  /* %s, read with a stride by a vectorized loop, copied into the layout the loops walk: "
+                      "8 x 8 blocks transposed in registers */\n", nm);
+    cwm_buf_printf(o, "  float *restrict %s_packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
+    cwm_buf_printf(o, "  if (!%s_packed) abort();\n", nm);
+    int depth = 1, first = 1;
+    for (int d = 0; d < n; d++) {
+      if (d == J || d == K) continue;
+      if (first && rw->extent[d] > 1) {
+        cwm_buf_indent(o, depth);
+        cwm_buf_puts(o, "#pragma omp parallel for\n");
+      }
+      first = 0;
+      cwm_buf_indent(o, depth++);
+      cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
+    }
+    cwm_buf_indent(o, depth++);
+    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; d%d += 8)\n", K, K, rw->extent[K], K);
+    cwm_buf_indent(o, depth);
+    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; d%d += 8) {\n", J, J, rw->extent[J], J);
+    cwm_buf_indent(o, depth + 1);
+    cwm_buf_printf(o, "const float *s_ = &%s[%s];\n", nm, idx.len ? idx.s : "0");
+    cwm_buf_indent(o, depth + 1);
+    cwm_buf_printf(o, "float *p_ = &%s_packed[%s];\n", nm, dst.s);
+    cwm_buf_indent(o, depth + 1);
+    cwm_buf_puts(o, "cwm_v8f r_[8];\n");
+    cwm_buf_indent(o, depth + 1);
+    cwm_buf_printf(o, "for (int i_ = 0; i_ < 8; i_++) r_[i_] = CWM_LOADU(s_ + (long)i_ * %ld);\n", src[J]);
+    cwm_buf_indent(o, depth + 1);
+    cwm_buf_puts(o, "cwm_tr8(r_);\n");
+    cwm_buf_indent(o, depth + 1);
+    cwm_buf_printf(o, "for (int i_ = 0; i_ < 8; i_++) CWM_STOREU(p_ + (long)i_ * %ld, r_[i_]);\n", rw->stride[K]);
+    cwm_buf_indent(o, depth);
+    cwm_buf_puts(o, "}\n");
+    c->used_vec |= 1;
+    c->used_tr8 = 1;
+  }
+  cwm_buf_free(&idx);
+  cwm_buf_free(&cond);
+  cwm_buf_free(&dst);
+  return ok;
+}
+
 static void emit_runtime_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, cwm_buf *o) {
   char nm[128];
   sanitize(in->name, nm, sizeof nm);
+  if (emit_runtime_pack_transposed(c, rw, in, nm, o)) return;
   cwm_buf_printf(o, "  /* %s, read with a stride by a vectorized loop, copied into the layout the loops walk */\n", nm);
   cwm_buf_printf(o, "  float *restrict %s_packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
   cwm_buf_printf(o, "  if (!%s_packed) abort();\n", nm);
@@ -2489,6 +2566,28 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
                      "#define CWM_INREG16(v) __asm__(\"\" : \"+v\"(v))\n"
                      "#else\n#define CWM_INREG16(v) ((void)0) /* no 64-byte registers: the compiler splits it */\n"
                      "#endif\n#endif\n");
+  if (c->used_tr8)
+    cwm_buf_puts(&b, "#ifndef CWM_TR8_DEFS\n#define CWM_TR8_DEFS\n"
+                     "#if defined(__clang__)\n#define CWM_SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)\n"
+                     "#else\ntypedef int cwm_v8i __attribute__((vector_size(32)));\n"
+                     "#define CWM_SHUF8(a, b, ...) __builtin_shuffle(a, b, (cwm_v8i){__VA_ARGS__})\n#endif\n"
+                     "/* transposes the 8 x 8 block whose rows are r[0..7], in registers */\n"
+                     "static inline void cwm_tr8(cwm_v8f *r) {\n"
+                     "  cwm_v8f t[8], u[8];\n"
+                     "  for (int i = 0; i < 8; i += 2) {\n"
+                     "    t[i] = CWM_SHUF8(r[i], r[i + 1], 0, 8, 1, 9, 2, 10, 3, 11);\n"
+                     "    t[i + 1] = CWM_SHUF8(r[i], r[i + 1], 4, 12, 5, 13, 6, 14, 7, 15);\n"
+                     "  }\n"
+                     "  for (int h = 0; h < 8; h += 4) {\n"
+                     "    u[h] = CWM_SHUF8(t[h], t[h + 2], 0, 1, 8, 9, 2, 3, 10, 11);\n"
+                     "    u[h + 1] = CWM_SHUF8(t[h], t[h + 2], 4, 5, 12, 13, 6, 7, 14, 15);\n"
+                     "    u[h + 2] = CWM_SHUF8(t[h + 1], t[h + 3], 0, 1, 8, 9, 2, 3, 10, 11);\n"
+                     "    u[h + 3] = CWM_SHUF8(t[h + 1], t[h + 3], 4, 5, 12, 13, 6, 7, 14, 15);\n"
+                     "  }\n"
+                     "  for (int j = 0; j < 4; j++) {\n"
+                     "    r[2 * j] = CWM_SHUF8(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);\n"
+                     "    r[2 * j + 1] = CWM_SHUF8(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);\n"
+                     "  }\n}\n#endif\n");
   if (c->used_math) cwm_buf_puts(&b, math_defs);
   cwm_buf_printf(&b, "void %s(", k->fn);
   for (int a = 0; a < k->nargs; a++)
