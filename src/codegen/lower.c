@@ -1445,6 +1445,17 @@ typedef struct {
   long nacc, sst;
 } rtile_t;
 
+/* Whether some stage is attached in stage p at one of its loop positions from..to. */
+static int attached_in_loops(const ctx_t *c, int p, int from, int to) {
+  const cwm_stage *st = &c->L[p].st;
+  for (int j = from < 0 ? 0 : from; j <= to && j < st->niters; j++)
+    for (int q = 0; q < c->s->nstages; q++)
+      if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p &&
+          c->s->stages[q].attach_node == st->iters[j])
+        return 1;
+  return 0;
+}
+
 /* The position of the loop whose bound carries guard g of stage p (plan_bound), or -1. */
 static int guard_bound_pos(const ctx_t *c, int p, int g) {
   for (int pos = 0; pos < c->L[p].st.niters; pos++)
@@ -1477,12 +1488,7 @@ static int guards_fit_tile(ctx_t *c, int p, int pos, int first) {
     }
   }
   /* the slow path (emit_stage_rest) would emit stages attached inside the tile; the tile does not */
-  for (int j = pos; j < st->niters; j++)
-    for (int q = 0; q < c->s->nstages; q++)
-      if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p &&
-          c->s->stages[q].attach_node == st->iters[j])
-        return 0;
-  return 1;
+  return !attached_in_loops(c, p, pos, st->niters - 1);
 }
 
 /* Whether a register tile applies at pos (its checks, and a probe of the body for the first tile
@@ -1523,11 +1529,7 @@ static int register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguard
       if (st->nodes[st->iters[j]].ann != CWM_ANN_UNROLL) explicit_unroll = 0;
     if (!explicit_unroll && !(st->auto_unroll > 0 && tile <= st->auto_unroll)) return 0;
   }
-  for (int j = first - 1; j <= last; j++)
-    for (int q = 0; q < c->s->nstages; q++)
-      if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p &&
-          c->s->stages[q].attach_node == st->iters[j])
-        return 0;
+  if (attached_in_loops(c, p, first - 1, last)) return 0;
   /* the store target's stride along the vector leaf */
   long sst = 1;
   lin_t tidx[CWM_MAX_DIMS];
