@@ -1112,6 +1112,17 @@ static void line(ctx_t *c, int depth, const char *fmt, ...) {
   cwm_buf_putc(c->b, '\n');
 }
 
+/* Appends " && (value of split node) < its extent" to o (no " && " when o is empty). */
+static void append_split_guard(ctx_t *c, int p, int node, cwm_buf *o) {
+  const cwm_stage *st = &c->L[p].st;
+  long ext = st->nodes[node].root >= 0 ? st->domain[st->nodes[node].root] : st->nodes[node].extent;
+  cwm_buf v;
+  cwm_buf_init(&v);
+  emit_node_value(c, p, node, &v, 0);
+  cwm_buf_printf(o, "%s(%s) < %ld", o->len ? " && " : "", v.s, ext);
+  cwm_buf_free(&v);
+}
+
 /* Guard condition of stage p (spatial roots only when init), or empty. */
 static char *guard_cond(ctx_t *c, int p, int init) {
   const cwm_op *b = body_op(c, p);
@@ -1123,12 +1134,7 @@ static char *guard_cond(ctx_t *c, int p, int init) {
     int node = c->L[p].guard[g];
     if (init && st->nodes[node].kind != CWM_IT_SPATIAL) continue;
     if (c->L[p].absorbed[g]) continue; /* a loop bound already (loop_bound) */
-    long ext = st->nodes[node].root >= 0 ? st->domain[st->nodes[node].root] : st->nodes[node].extent;
-    cwm_buf v;
-    cwm_buf_init(&v);
-    emit_node_value(c, p, node, &v, 0);
-    cwm_buf_printf(&o, "%s(%s) < %ld", o.len ? " && " : "", v.s, ext);
-    cwm_buf_free(&v);
+    append_split_guard(c, p, node, &o);
   }
   for (int r = 0; r < nroot; r++) {
     if (init && r >= b->ndim) continue;
@@ -1605,12 +1611,7 @@ static char *tile_inside_cond(ctx_t *c, int p, const rtile_t *rt) {
     for (int g = 0; g < c->L[p].nguard && corner; g++) {
       int node = c->L[p].guard[g];
       if (st->nodes[node].kind != CWM_IT_SPATIAL) continue;
-      long ext = st->nodes[node].root >= 0 ? st->domain[st->nodes[node].root] : st->nodes[node].extent;
-      cwm_buf v;
-      cwm_buf_init(&v);
-      emit_node_value(c, p, node, &v, 0);
-      cwm_buf_printf(&o, "%s(%s) < %ld", o.len ? " && " : "", v.s, ext);
-      cwm_buf_free(&v);
+      append_split_guard(c, p, node, &o);
     }
     for (int r = 0; r < b->ndim; r++) {
       if (!c->L[p].local || !c->L[p].gguard[r]) continue;
