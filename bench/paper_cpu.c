@@ -1301,7 +1301,7 @@ static const char *USAGE =
     "subgraph; ablate200, sample and networks: one of the long part's three experiments (--nets:\n"
     "which networks). report: only the report. Every run is `cwm tune` with its own log under --dir\n"
     "(default bench-out/paper), so a rerun resumes. Defaults: --report REPORT.md, --plots report,\n"
-    "--records data/measured-0.2.jsonl (decompress data/measured-0.2.jsonl.xz first), 1 thread.\n"
+    "--records data/measured-0.3.jsonl (decompress data/measured-0.3.jsonl.xz first), 1 thread.\n"
     "--repeats and --min-repeat-ms set every run's measuring protocol (default 3 of 25 ms, half the\n"
     "time of cwm tune's 5 of 50 and no noisier: two runs of 5 x 50 ms differ by a median 9.2%,\n"
     "3 x 25 ms against 5 x 50 ms by 8.6%; README.md, \"The measuring protocol\").\n"
@@ -1325,7 +1325,7 @@ int main(int argc, char **argv) {
   c.min_repeat_ms = 25;
   const char *part = "quick", *ids = NULL, *seeds = "1,2,3";
   static char rec[1024], cwmp[1100];
-  src_path("data/measured-0.2.jsonl", rec, sizeof rec);
+  src_path("data/measured-0.3.jsonl", rec, sizeof rec);
   c.records = rec;
   snprintf(c.long_ids, sizeof c.long_ids, "%s", LONG_IDS_DEFAULT);
   for (int i = 1; i < argc; i++) {

@@ -3,7 +3,7 @@
 # models/ files are made (models/README.md), into OUT (default build/models), then ranks the
 # held-out workloads with `cwm eval ranking`. About an hour on 2 cores; nothing else should
 # run beside it if its timings (printed as TIME lines) are to mean anything.
-#   [SEED=S] scripts/train-world.sh [OUT] [RECORDS]     (RECORDS: default data/measured-0.2.jsonl)
+#   [SEED=S] scripts/train-world.sh [OUT] [RECORDS]     (RECORDS: default data/measured-0.3.jsonl)
 # SEED (default 1, the shipped models') seeds every training step; the trajectories stay seed 1's.
 # Trajectories: 4 per training workload (cwm dataset sample), so that the encoder and the
 # transition see every workload: --max-traj takes a file's first trajectories, and the file
@@ -11,7 +11,7 @@
 set -e
 cd "$(dirname "$0")/.."
 OUT=${1:-build/models}
-R=${2:-data/measured-0.2.jsonl}
+R=${2:-data/measured-0.3.jsonl}
 S=${SEED:-1}
 CWM=./build/cwm
 [ -x "$CWM" ] || { echo "train-world: build cwm first (cmake --build build)" >&2; exit 2; }

@@ -9,9 +9,9 @@ W=$2
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$W"
 mkdir -p "$W"
-REC="$SRC/data/measured-0.2.jsonl"
+REC="$SRC/data/measured-0.3.jsonl"
 if [ ! -s "$REC" ]; then
-  xz -dc "$SRC/data/measured-0.2.jsonl.xz" > "$W/records.jsonl"
+  xz -dc "$SRC/data/measured-0.3.jsonl.xz" > "$W/records.jsonl"
   REC="$W/records.jsonl"
 fi
 run() {
