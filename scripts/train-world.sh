@@ -25,7 +25,7 @@ t $CWM train transition --seed $S --model-file "$OUT/enc.cwm" --data "$OUT/traj.
     --epochs 4 --max-traj 1700 --targets-cache "$OUT/tc"
 t $CWM train transition --seed $S --model-file "$OUT/enc2.cwm" --data "$OUT/traj.jsonl" --out "$OUT/enc3.cwm" \
     --epochs 4 --max-traj 1700 --targets-cache "$OUT/tc" --records "$R" --value-gap 0.15 --weight-decay 0.1
-t $CWM train ranker --seed $S --model-file "$OUT/enc3.cwm" --records "$R" --rounds 40 --out "$OUT/default.cwm"
+t $CWM train ranker --seed $S --model-file "$OUT/enc3.cwm" --records "$R" --rounds 200 --mode value --out "$OUT/default.cwm"
 # ablations: the same model ranking z_0 + action features, or the encoding of the final text
 t $CWM train ranker --seed $S --model-file "$OUT/default.cwm" --records "$R" --rounds 40 --mode no-transition \
     --out "$OUT/ablation-no-transition.cwm"
@@ -37,7 +37,7 @@ t $CWM train transition --seed $S --model-file "$OUT/nc.cwm" --data "$OUT/traj.j
     --epochs 4 --max-traj 1700 --targets-cache "$OUT/tcnc"
 t $CWM train transition --seed $S --model-file "$OUT/nc2.cwm" --data "$OUT/traj.jsonl" --out "$OUT/nc3.cwm" \
     --epochs 4 --max-traj 1700 --targets-cache "$OUT/tcnc" --records "$R" --value-gap 0.15 --weight-decay 0.1
-t $CWM train ranker --seed $S --model-file "$OUT/nc3.cwm" --records "$R" --rounds 40 --out "$OUT/ablation-no-contrastive.cwm"
+t $CWM train ranker --seed $S --model-file "$OUT/nc3.cwm" --records "$R" --rounds 200 --mode value --out "$OUT/ablation-no-contrastive.cwm"
 t $CWM eval ranking --model-file "$OUT/default.cwm" --records "$R" \
     --ablation-model "$OUT/ablation-no-contrastive.cwm" --out "$OUT/eval.md"
 echo "train-world: models in $OUT (copy default.cwm and ablation-*.cwm to models/ to ship them)"

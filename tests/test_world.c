@@ -248,8 +248,8 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
   float *roll = calloc((size_t)n * nf, sizeof(float)), *rows = calloc((size_t)n * nf, sizeof(float)),
         *mine = calloc((size_t)n * nf, sizeof(float));
   CHECK(cwm_world_record_rows(w, d, st, ns, n, 0, roll, &e) == 0);
-  int modes[2] = {CWM_MODE_NO_TRANSITION, CWM_MODE_STATIC};
-  for (int k = 0; k < 2; k++) {
+  int modes[3] = {CWM_MODE_NO_TRANSITION, CWM_MODE_STATIC, CWM_MODE_VALUE};
+  for (int k = 0; k < 3; k++) {
     char path[160];
     snprintf(path, sizeof path, "%s/ablation%d.cwm", dir, k);
     cwm_world_set_mode(w, modes[k]);
@@ -265,6 +265,17 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
     CHECK(cwm_world_record_rows(a, d, st, ns, n, modes[k], rows, &e) == 0);
     CHECK(memcmp(mine, rows, sizeof(float) * (size_t)n * nf) == 0);
     CHECK(memcmp(mine, roll, sizeof(float) * (size_t)nf) != 0);
+    if (modes[k] == CWM_MODE_VALUE) {
+      /* [z_0 | the rollout's value | the action features]: z_0 is the workload's (one here), the
+       * value and the action features are the rollout rows' */
+      int D = nf - 1 - CWM_ACT_NFEAT;
+      for (int i = 0; i < n; i++) {
+        const float *r = mine + (size_t)i * nf, *q = roll + (size_t)i * nf;
+        CHECKF(memcmp(r, mine, sizeof(float) * (size_t)D) == 0, "value mode: candidate %d's z_0 columns", i);
+        CHECKF(fabsf(r[D] - q[D]) < 1e-5f, "value mode: candidate %d's value %g, the rollout's %g", i, r[D], q[D]);
+        CHECK(memcmp(r + D + 1, q + D + 1, sizeof(float) * CWM_ACT_NFEAT) == 0);
+      }
+    }
     /* the search's scores are the ranker's on those rows */
     double *p1 = calloc((size_t)n, sizeof(double)), *p2 = calloc((size_t)n, sizeof(double));
     CHECK(cwm_ranker_predict(cwm_world_ranker(a), rows, n, nf, p1, &e) == 0);
@@ -290,6 +301,7 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
   }
   cwm_world_set_mode(w, CWM_MODE_ROLLOUT);
   CHECK(cwm_world_mode_parse("static") == CWM_MODE_STATIC && cwm_world_mode_parse("bogus") < 0);
+  CHECK(cwm_world_mode_parse("value") == CWM_MODE_VALUE && !strcmp(cwm_world_mode_name(CWM_MODE_VALUE), "value"));
   free(roll);
   free(rows);
   free(mine);

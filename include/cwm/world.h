@@ -31,6 +31,9 @@ typedef struct {
   float margin;       /* rollout margin-ranking gamma, on distances divided by width; 0.1 */
   int act_round;      /* numbers in actions bucketed by round(log2) (1023 and 1024 alike); 0 in
                        * files before version 5: floor(log2) + 1 */
+  int ranker_z0;      /* the ranker's latent columns hold z_0 (the workload), and the rollout
+                       * reaches the trees only through the value head's score (CWM_MODE_VALUE);
+                       * absent (0) in older files: they hold z_T - z_0 */
 } cwm_world_config;
 
 void cwm_world_config_default(cwm_world_config *c);
@@ -53,10 +56,12 @@ cwm_encoder *cwm_world_encoder(cwm_world *w);
 cwm_ranker *cwm_world_ranker(cwm_world *w); /* NULL until a ranker is trained or loaded */
 void cwm_world_set_ranker(cwm_world *w, cwm_ranker *r); /* takes ownership, frees the old one */
 void cwm_world_set_no_transition(cwm_world *w, int on);
-/* Which z_T the ranker sees: CWM_MODE_ROLLOUT (the world model), CWM_MODE_NO_TRANSITION (z_0 and
- * the action features only) or CWM_MODE_STATIC (the encoding of the real final text). Kept in the
- * model file; the ranker must be trained in the same mode (cwm train ranker --mode). */
-enum { CWM_MODE_ROLLOUT = 0, CWM_MODE_NO_TRANSITION = 1, CWM_MODE_STATIC = 2 };
+/* Which z_T the ranker sees: CWM_MODE_ROLLOUT (the world model: z_T - z_0 and the value head's
+ * score of it), CWM_MODE_NO_TRANSITION (z_0 and the action features only), CWM_MODE_STATIC (the
+ * encoding of the real final text) or CWM_MODE_VALUE (the world model read through its value
+ * head only: z_0, the value head's score of the rollout, the action features). Kept in the model
+ * file; the ranker must be trained in the same mode (cwm train ranker --mode). */
+enum { CWM_MODE_ROLLOUT = 0, CWM_MODE_NO_TRANSITION = 1, CWM_MODE_STATIC = 2, CWM_MODE_VALUE = 3 };
 void cwm_world_set_mode(cwm_world *w, int mode);
 int cwm_world_mode(const cwm_world *w);
 /* "rollout", "no-transition" or "static" to a mode; -1 for anything else. */

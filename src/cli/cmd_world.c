@@ -14,7 +14,7 @@ static const char *TRAIN_HELP =
     "                 [--model-file IN] [--epochs E] [--batch B] [--max-traj N] [--lr LR]\n"
     "                 [--width W] [--layers L] [--heads H] [--window T] [--valid-fraction F]\n"
     "                 [--rounds R] [--seed S] [--no-contrastive] [--targets-cache FILE]\n"
-    "                 [--value-gap G] [--weight-decay WD] [--mode rollout|no-transition|static]\n"
+    "                 [--value-gap G] [--weight-decay WD] [--mode rollout|value|no-transition|static]\n"
     "                 [--quiet]\n"
     "Trains the compiler world model (DESIGN.md): `all` builds the vocabulary from the\n"
     "trajectories of --data (cwm dataset sample), trains the encoder contrastively on noise\n"
@@ -32,8 +32,10 @@ static const char *TRAIN_HELP =
     "epochs). Pairs closer than --value-gap in log cost (default 0.05) are no pair;\n"
     "--weight-decay (default 0.01) is the transition's AdamW decay.\n"
     "--mode (ranker, all) sets what the ranker sees and the search scores by: rollout (the\n"
-    "world model, default), no-transition (z_0 and the action features: ablation) or static\n"
-    "(the encoding of each candidate's printed final state: ablation, slow); kept in the file.\n"
+    "world model, default: z_T - z_0, the value head's score, the action features), value (the\n"
+    "world model through its value head only: z_0, the value head's score of the rollout, the\n"
+    "action features), no-transition (z_0 and the action features: ablation) or static (the\n"
+    "encoding of each candidate's printed final state: ablation, slow); kept in the file.\n"
     "--targets-cache FILE keeps the transition's encoder targets in FILE.training and\n"
     "FILE.validation (reused only for the same encoder and trajectories).\n"
     "\n"
@@ -158,7 +160,7 @@ int cmd_train(int argc, char **argv) {
     return cli_usage("train", TRAIN_HELP, "--epochs >= 1, --batch >= 2, 0 <= --valid-fraction < 1, --lr > 0, --rounds >= 1");
   const char *ms = cli_get(o, NOPT(o), "--mode");
   int mode = ms ? cwm_world_mode_parse(ms) : -1;
-  if (ms && mode < 0) return cli_usage("train", TRAIN_HELP, "--mode: rollout, no-transition or static, not '%s'", ms);
+  if (ms && mode < 0) return cli_usage("train", TRAIN_HELP, "--mode: rollout, value, no-transition or static, not '%s'", ms);
   if (ms && !ran) return cli_usage("train", TRAIN_HELP, "--mode applies to the ranker (train ranker or all)");
   to.stop = &g_stop;
   if (!cli_get(o, NOPT(o), "--quiet")) to.progress = progress;

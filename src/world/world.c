@@ -85,10 +85,14 @@ void cwm_world_set_no_transition(cwm_world *w, int on) {
 void cwm_world_set_mode(cwm_world *w, int mode) {
   w->cfg.no_transition = mode == CWM_MODE_NO_TRANSITION;
   w->cfg.static_final = mode == CWM_MODE_STATIC;
+  w->cfg.ranker_z0 = mode == CWM_MODE_VALUE;
 }
 
 int cwm_world_mode(const cwm_world *w) {
-  return w->cfg.no_transition ? CWM_MODE_NO_TRANSITION : w->cfg.static_final ? CWM_MODE_STATIC : CWM_MODE_ROLLOUT;
+  return w->cfg.no_transition ? CWM_MODE_NO_TRANSITION
+         : w->cfg.static_final ? CWM_MODE_STATIC
+         : w->cfg.ranker_z0    ? CWM_MODE_VALUE
+                               : CWM_MODE_ROLLOUT;
 }
 
 int cwm_world_mode_parse(const char *s) {
@@ -96,11 +100,15 @@ int cwm_world_mode_parse(const char *s) {
   if (!strcmp(s, "rollout")) return CWM_MODE_ROLLOUT;
   if (!strcmp(s, "no-transition")) return CWM_MODE_NO_TRANSITION;
   if (!strcmp(s, "static")) return CWM_MODE_STATIC;
+  if (!strcmp(s, "value")) return CWM_MODE_VALUE;
   return -1;
 }
 
 const char *cwm_world_mode_name(int mode) {
-  return mode == CWM_MODE_NO_TRANSITION ? "no-transition" : mode == CWM_MODE_STATIC ? "static" : "rollout";
+  return mode == CWM_MODE_NO_TRANSITION ? "no-transition"
+         : mode == CWM_MODE_STATIC      ? "static"
+         : mode == CWM_MODE_VALUE       ? "value"
+                                        : "rollout";
 }
 void cwm_world_set_notes(cwm_world *w, const char *notes) {
   free(w->notes);
@@ -117,9 +125,10 @@ int cwm_world_save(cwm_world *w, const char *path, cwm_err *err) {
   const cwm_enc_config *e = &w->cfg.enc;
   cwm_buf_printf(&cfg,
                  "world_version=%d\nvocab=%d\nwidth=%d\nheads=%d\nlayers=%d\nff=%d\nwindow=%d\noverlap=%d\n"
-                 "margin=%.9g\nno_transition=%d\nstatic_final=%d\naction_vocab=%d\nact_round=%d\n",
+                 "margin=%.9g\nno_transition=%d\nstatic_final=%d\naction_vocab=%d\nact_round=%d\nranker_z0=%d\n",
                  CWM_WORLD_VERSION, e->vocab, e->width, e->heads, e->layers, e->ff, e->window, e->overlap,
-                 (double)w->cfg.margin, w->cfg.no_transition, w->cfg.static_final, cwm_action_vocab(), w->cfg.act_round);
+                 (double)w->cfg.margin, w->cfg.no_transition, w->cfg.static_final, cwm_action_vocab(), w->cfg.act_round,
+                 w->cfg.ranker_z0);
   int rc = cwm_mfile_add_text(mw, "world.config", cfg.s, err);
   cwm_buf_free(&cfg);
   cwm_buf vb;
@@ -226,7 +235,10 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   cfg_int(cfg, "static_final", &c.static_final); /* absent in older files: 0 */
   c.act_round = 0; /* absent before version 5: floor buckets */
   cfg_int(cfg, "act_round", &c.act_round);
+  c.ranker_z0 = 0; /* absent before the value mode */
+  cfg_int(cfg, "ranker_z0", &c.ranker_z0);
   if (c.no_transition) c.static_final = 0;
+  if (c.no_transition || c.static_final) c.ranker_z0 = 0;
   size_t vn = 0;
   const void *vb = cwm_mfile_bytes(f, "vocab", &vn);
   if (!vb) {
@@ -396,6 +408,9 @@ static void row_fill(cwm_world *w, const float *z0, const float *zT, int no_tran
     float pre[WM_VALUE_HIDDEN], act[WM_VALUE_HIDDEN], v = NAN;
     if (!nan && with_value) wm_value_forward(w, row, 1, pre, act, &v);
     row[D] = v;
+    /* the value mode: the rollout stays behind the value head; without with_value, rows_value
+     * reads z_T - z_0 first and puts z_0 in its place */
+    if (with_value && w->cfg.ranker_z0) memcpy(row, z0, sizeof(float) * (size_t)D);
   }
   cwm_action_features(steps, n, final, NULL, row + D + 1);
 }
@@ -405,8 +420,9 @@ void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int no_transi
   row_fill(w, z0, zT, no_transition, steps, n, final, row, 1);
 }
 
-/* The value column of n rows in one batched pass over their z_T - z_0 columns. */
-static void rows_value(cwm_world *w, float *rows, int n) {
+/* The value column of n rows in one batched pass over their z_T - z_0 columns; in the value
+ * mode those columns then take z0s[i] (the workload's z_0). */
+static void rows_value(cwm_world *w, float *rows, int n, const float *const *z0s) {
   int D = w->D, nf = cwm_world_nfeat(w), H = WM_VALUE_HIDDEN;
   float *x = cwm_xmalloc(sizeof(float) * (size_t)n * D), *pre = cwm_xmalloc(sizeof(float) * (size_t)n * H);
   float *act = cwm_xmalloc(sizeof(float) * (size_t)n * H), *v = cwm_xmalloc(sizeof(float) * (size_t)n);
@@ -416,6 +432,7 @@ static void rows_value(cwm_world *w, float *rows, int n) {
     int nan = 0;
     for (int j = 0; j < D; j++) nan |= isnan(x[(size_t)i * D + j]);
     rows[(size_t)i * nf + D] = nan ? NAN : v[i];
+    if (w->cfg.ranker_z0 && z0s) memcpy(rows + (size_t)i * nf, z0s[i], sizeof(float) * (size_t)D);
   }
   free(x);
   free(pre);
@@ -547,7 +564,7 @@ static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *row
   free(texts);
   free(keys);
   free(miss);
-  if (!rc && n > 0) rows_value(w, rows, n);
+  if (!rc && n > 0) rows_value(w, rows, n, NULL);
   return rc;
 }
 
@@ -556,19 +573,27 @@ static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *
   if (w->cfg.static_final && !w->cfg.no_transition) return rows_static(w, states, n, rows, err);
   if (!w->cfg.no_transition) prefetch_actions(w, states, n);
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
+  /* the value mode's z_0 columns: copies, since a later workload's z_0 may move the cache's rows */
+  float *z0buf = w->cfg.ranker_z0 ? cwm_xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)D) : NULL;
+  const float **z0s = cwm_xmalloc(sizeof(float *) * (size_t)(n > 0 ? n : 1));
   for (int i = 0; i < n; i++) {
     const float *z0 = wm_z0(w, states[i]->dag, err);
     if (!z0) {
       free(z);
+      free(z0s);
+      free(z0buf);
       return err ? err->code : CWM_EMODEL;
     }
+    z0s[i] = z0buf ? memcpy(z0buf + (size_t)i * D, z0, sizeof(float) * (size_t)D) : z0;
     if (w->cfg.no_transition) memcpy(z, z0, sizeof(float) * (size_t)D);
     else cwm_world_rollout(w, z0, states[i]->steps, states[i]->nsteps, z, NULL);
     row_fill(w, z0, z, w->cfg.no_transition, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf,
              0);
   }
   free(z);
-  if (!w->cfg.no_transition && n > 0) rows_value(w, rows, n);
+  if (!w->cfg.no_transition && n > 0) rows_value(w, rows, n, z0s);
+  free(z0s);
+  free(z0buf);
   return 0;
 }
 
