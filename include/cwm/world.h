@@ -64,7 +64,7 @@ void cwm_world_set_no_transition(cwm_world *w, int on);
 enum { CWM_MODE_ROLLOUT = 0, CWM_MODE_NO_TRANSITION = 1, CWM_MODE_STATIC = 2, CWM_MODE_VALUE = 3 };
 void cwm_world_set_mode(cwm_world *w, int mode);
 int cwm_world_mode(const cwm_world *w);
-/* "rollout", "no-transition" or "static" to a mode; -1 for anything else. */
+/* "rollout", "value", "no-transition" or "static" to a mode; -1 for anything else. */
 int cwm_world_mode_parse(const char *s);
 const char *cwm_world_mode_name(int mode);
 /* Free-form provenance kept in the model file ("trained on ... in ... s"). */

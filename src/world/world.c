@@ -421,8 +421,8 @@ void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int no_transi
 }
 
 /* The value column of n rows in one batched pass over their z_T - z_0 columns; in the value
- * mode those columns then take z0s[i] (the workload's z_0). */
-static void rows_value(cwm_world *w, float *rows, int n, const float *const *z0s) {
+ * mode those columns then take row i of z0s [n, width] (the workload's z_0). */
+static void rows_value(cwm_world *w, float *rows, int n, const float *z0s) {
   int D = w->D, nf = cwm_world_nfeat(w), H = WM_VALUE_HIDDEN;
   float *x = cwm_xmalloc(sizeof(float) * (size_t)n * D), *pre = cwm_xmalloc(sizeof(float) * (size_t)n * H);
   float *act = cwm_xmalloc(sizeof(float) * (size_t)n * H), *v = cwm_xmalloc(sizeof(float) * (size_t)n);
@@ -432,7 +432,7 @@ static void rows_value(cwm_world *w, float *rows, int n, const float *const *z0s
     int nan = 0;
     for (int j = 0; j < D; j++) nan |= isnan(x[(size_t)i * D + j]);
     rows[(size_t)i * nf + D] = nan ? NAN : v[i];
-    if (w->cfg.ranker_z0 && z0s) memcpy(rows + (size_t)i * nf, z0s[i], sizeof(float) * (size_t)D);
+    if (w->cfg.ranker_z0 && z0s) memcpy(rows + (size_t)i * nf, z0s + (size_t)i * D, sizeof(float) * (size_t)D);
   }
   free(x);
   free(pre);
@@ -574,17 +574,15 @@ static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *
   if (!w->cfg.no_transition) prefetch_actions(w, states, n);
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
   /* the value mode's z_0 columns: copies, since a later workload's z_0 may move the cache's rows */
-  float *z0buf = w->cfg.ranker_z0 ? cwm_xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)D) : NULL;
-  const float **z0s = cwm_xmalloc(sizeof(float *) * (size_t)(n > 0 ? n : 1));
+  float *z0s = w->cfg.ranker_z0 ? cwm_xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)D) : NULL;
   for (int i = 0; i < n; i++) {
     const float *z0 = wm_z0(w, states[i]->dag, err);
     if (!z0) {
       free(z);
       free(z0s);
-      free(z0buf);
       return err ? err->code : CWM_EMODEL;
     }
-    z0s[i] = z0buf ? memcpy(z0buf + (size_t)i * D, z0, sizeof(float) * (size_t)D) : z0;
+    if (z0s) memcpy(z0s + (size_t)i * D, z0, sizeof(float) * (size_t)D);
     if (w->cfg.no_transition) memcpy(z, z0, sizeof(float) * (size_t)D);
     else cwm_world_rollout(w, z0, states[i]->steps, states[i]->nsteps, z, NULL);
     row_fill(w, z0, z, w->cfg.no_transition, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf,
@@ -593,7 +591,6 @@ static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *
   free(z);
   if (!w->cfg.no_transition && n > 0) rows_value(w, rows, n, z0s);
   free(z0s);
-  free(z0buf);
   return 0;
 }
 
