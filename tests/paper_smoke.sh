@@ -45,6 +45,22 @@ before=$(cat "$W"/runs/b64/*.jsonl | wc -l)
 run 2 || { cat "$W/stderr.2"; exit 1; }
 after=$(cat "$W"/runs/b64/*.jsonl | wc -l)
 [ "$before" = "$after" ] || fail "the second run measured again ($before -> $after records)"
+# the budget-64 re-measure: per row, each complete run's best schedule (4 models and 2 ablations,
+# seed 1) timed twice in one stretch; the report's table reads those figures (no * on the row);
+# the second run left it alone; a changed set of runs moves the old measurements aside
+for id in softmax_attn layernorm; do
+  B="$W/runs/b64final/$id"
+  [ "$(wc -l < "$B.steps")" = 6 ] || fail "b64 re-measure of $id: $(wc -l < "$B.steps") step lists, want 6"
+  [ "$(wc -l < "$B.tags")" = 6 ] || fail "b64 re-measure of $id: tags and step lists differ in length"
+  grep -qx "world 1" "$B.tags" || fail "b64 re-measure of $id: world's run missing"
+  [ "$(wc -l < "$B.jsonl")" = 12 ] || fail "b64 re-measure of $id: $(wc -l < "$B.jsonl") records, want 12"
+  grep -q "^| $id |" "$W/REPORT.md" || fail "row $id shows logged figures though it was re-measured"
+done
+grep -q "Measured, re-measured:" "$W/REPORT.md" || fail "the target line does not read the re-measured figures"
+sed -i '$d' "$W/runs/b64final/layernorm.tags"
+run 3 || { cat "$W/stderr.3"; exit 1; }
+[ -s "$W/runs/b64final/layernorm.jsonl.stale" ] || fail "a changed re-measure list did not keep the old records"
+[ "$(wc -l < "$W/runs/b64final/layernorm.jsonl")" = 12 ] || fail "a changed re-measure list was not measured again"
 # the sample-efficiency part at a tiny scale (world 3 trials, ansor 5, one row), then its final
 # re-measure: the contenders' best schedules measured together, twice, in line with the step
 # lists; a round cut short resumes in line, and the report's row gets its re-measured figures
