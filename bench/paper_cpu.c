@@ -472,9 +472,10 @@ static double transfer(const ctx_t *c, const char *from_log, const char *spec, c
  * sessions (data/README.md: up to 1.8x), so the best latency of a log can come from whichever
  * stretch ran fastest. The comparison that counts re-measures the FINAL_TOP best schedules of
  * each contender (world within its budget, ansor within world's budget and within its own) in one
- * stretch, interleaved, FINAL_ROUNDS times; a contender's figure is its best schedule's mean. */
+ * stretch, interleaved, FINAL_ROUNDS times; a contender's figure is its best schedule's median
+ * over the rounds (round_figure). */
 #define FINAL_TOP 5
-#define FINAL_ROUNDS 2
+#define FINAL_ROUNDS 3
 #define FINAL_KINDS 3 /* 0: world@world_trials, 1: ansor@world_trials, 2: ansor@ansor_trials */
 
 static void final_paths(const ctx_t *c, const char *id, char *steps, char *tags, char *log, char *out, size_t n) {
@@ -604,6 +605,24 @@ static void remeasure_rounds(const ctx_t *c, const char *spec, const char *steps
   free(text);
 }
 
+/* A schedule's re-measured figure: the median over the rounds of line j's costs (failures left
+ * out; the mean of two when only two ran): one round caught by a burst of other work on the
+ * machine does not decide it. NAN when every round failed. */
+static double round_figure(const double *cost, int lines, int j, int rounds) {
+  double v[8];
+  int m = 0;
+  for (int q = 0; q < rounds && m < 8; q++)
+    if (cost[q * lines + j] < 1e9) v[m++] = cost[q * lines + j];
+  for (int a = 1; a < m; a++)
+    for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+      double t = v[b];
+      v[b] = v[b - 1];
+      v[b - 1] = t;
+    }
+  if (!m) return NAN;
+  return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+}
+
 /* Re-measures a row's contenders once both of its sample runs are complete. */
 static void final_remeasure(const ctx_t *c, const row_t *r) {
   char steps[1024], tags[1024], log[1024], out[1024];
@@ -630,11 +649,8 @@ static double final_best(const ctx_t *c, const char *id, int k) {
   double best = NAN;
   for (int j = 0; j < lines; j++) {
     if (kind[j] != k) continue;
-    double s = 0;
-    int m = 0;
-    for (int q = 0; q < FINAL_ROUNDS; q++)
-      if (cost[q * lines + j] < 1e9) s += cost[q * lines + j], m++;
-    if (m && !(s / m >= best)) best = s / m;
+    double f = round_figure(cost, lines, j, FINAL_ROUNDS);
+    if (isfinite(f) && !(f >= best)) best = f;
   }
   return best;
 }
@@ -786,8 +802,8 @@ static const row_t *row_by_id(const ctx_t *c, const char *id) {
  * mixes the search's quality with the machine's speed that day. The best schedule of every
  * budget-64 run of a row (every model and seed, and the ablations at seed 1) is therefore
  * re-measured in one stretch, interleaved, B64_ROUNDS times; the report's budget-64 figures are
- * these (a run's figure: its best schedule's mean over the rounds). */
-#define B64_ROUNDS 2
+ * these (a run's figure: its best schedule's median over the rounds). */
+#define B64_ROUNDS 3
 #define B64_MAXRUNS (4 * MAXSEED + 3)
 
 static void b64f_paths(const ctx_t *c, const char *id, char *steps, char *tags, char *log, char *out, size_t n) {
@@ -864,7 +880,7 @@ static void b64_remeasure(const ctx_t *c, const row_t *r) {
   remeasure_rounds(c, r->spec, steps, lines, B64_ROUNDS, log, out);
 }
 
-/* A budget-64 run's re-measured latency (seconds): its best schedule's mean over the rounds
+/* A budget-64 run's re-measured latency (seconds): its best schedule's median over the rounds
  * (failures left out); NAN until every round of its row ran or when the run is not in it. */
 static double b64f_cost(const ctx_t *c, const char *id, const char *model, long seed) {
   char steps[1024], tags[1024], log[1024], out[1024], want[96], line[128];
@@ -881,11 +897,7 @@ static double b64f_cost(const ctx_t *c, const char *id, const char *model, long 
   fclose(f);
   static double cost[B64_ROUNDS * B64_MAXRUNS + 1];
   if (j < 0 || lines > B64_MAXRUNS || log_costs(log, cost, B64_ROUNDS * lines) < B64_ROUNDS * lines) return NAN;
-  double s = 0;
-  int m = 0;
-  for (int q = 0; q < B64_ROUNDS; q++)
-    if (cost[q * lines + j] < 1e9) s += cost[q * lines + j], m++;
-  return m ? s / m : NAN;
+  return round_figure(cost, lines, j, B64_ROUNDS);
 }
 
 static void part_quick(const ctx_t *c) {
@@ -1118,7 +1130,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   cwm_buf_printf(&r, "## 1. Budget 64 (every suite row, %d seeds)\n\n", ns);
   cwm_buf_printf(&r, "Latency in us of each run's best schedule after 64 measurements, re-measured: once a row's runs "
                      "are complete, the best schedule of each (every model and seed, and the ablations of section 3) "
-                     "is timed again in one stretch, interleaved, %d rounds, and a run's figure is the mean of its "
+                     "is timed again in one stretch, interleaved, %d rounds, and a run's figure is the median of its "
                      "rounds; a model's cell is the geometric mean over the seeds. The runs themselves span sessions "
                      "and the machine's speed drifts between sessions; the re-measure puts every model's schedules "
                      "on the same machine at the same hour. A row marked * has no complete re-measure yet and shows "
@@ -1233,8 +1245,8 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                  c->ansor_trials);
   cwm_buf_printf(&r, "Best latency in us as logged during the runs, then the contenders' %d best schedules "
                      "re-measured together in one stretch (%d rounds, interleaved; a contender's figure is its best "
-                     "schedule's mean): a 10,000-trial run spans sessions, and the machine's speed drifts between "
-                     "them, so the ratio that counts is the re-measured one.\n\n",
+                     "schedule's median over the rounds): a 10,000-trial run spans sessions, and the machine's speed "
+                     "drifts between them, so the ratio that counts is the re-measured one.\n\n",
                  FINAL_TOP, FINAL_ROUNDS);
   cwm_buf_printf(&r, "| row | world@64 | world@%d | ansor@%d | ansor@%d | logged ansor@%d / world@%d | re-measured "
                      "world@%d | re-measured ansor@%d | re-measured ansor@%d | re-measured ansor@%d / world@%d |\n"
@@ -1464,9 +1476,9 @@ static const char *USAGE =
     "--no-static leaves out the static-final-state ablation (it prints and encodes every\n"
     "candidate the search scores: minutes per run).\n"
     "The quick part ends by re-measuring, row by row, the best schedule of every budget-64 run together,\n"
-    "interleaved, twice (DIR/b64final/ID.*); the budget-64 and ablation tables read those figures.\n"
+    "interleaved, three times (DIR/b64final/ID.*); the budget-64 and ablation tables read those figures.\n"
     "Once a row's two sample runs are complete, the 5 best schedules of world at --world-trials and\n"
-    "of ansor at --world-trials and at --ansor-trials are re-measured together, interleaved, twice\n"
+    "of ansor at --world-trials and at --ansor-trials are re-measured together, interleaved, three times\n"
     "(DIR/sample/final_ID.*): those runs span sessions, and the machine's speed drifts between them.\n";
 
 int main(int argc, char **argv) {
