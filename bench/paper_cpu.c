@@ -65,6 +65,7 @@ enum { LONG_ABL200 = 1, LONG_SAMPLE = 2, LONG_NETS = 4 };
 
 static volatile sig_atomic_t g_stop;
 static int g_budget = 64; /* the quick part's budget; smaller only for a smoke test (--budget) */
+static int g_budget200 = 200; /* the ablations' longer budget; smaller only for a smoke test (--budget200) */
 static int g_no_static;   /* --no-static: leave out the static-final-state ablation (slow) */
 static void on_signal(int s) {
   (void)s;
@@ -794,70 +795,85 @@ static const row_t *row_by_id(const ctx_t *c, const char *id) {
   return NULL;
 }
 
-/* ---- budget 64: the final re-measure --------------------------------------------------------- */
+/* ---- budgets 64 and 200: the final re-measure --------------------------------------------- */
 
 /* The budget-64 runs span sessions too (a rerun resumes; a retrained model reruns only its own
  * runs), and the machine's speed drifts between sessions (session 15 timed session 14's best
  * schedules of pre-trained ansor at 0.886 of their logged latency), so a ratio of two logs' figures
  * mixes the search's quality with the machine's speed that day. The best schedule of every
  * budget-64 run of a row (every model and seed, and the ablations at seed 1) is therefore
- * re-measured in one stretch, interleaved, B64_ROUNDS times; the report's budget-64 figures are
- * these (a run's figure: its best schedule's median over the rounds). */
-#define B64_ROUNDS 3
-#define B64_MAXRUNS (4 * MAXSEED + 3)
+ * re-measured in one stretch, interleaved, REM_ROUNDS times; the report's budget-64 figures are
+ * these (a run's figure: its best schedule's median over the rounds). The ablations at 200 (each
+ * continues its 64-trial log, so its runs span sessions as well) get the same, in EXP "b200". */
+#define REM_ROUNDS 3
+#define REM_MAXRUNS (4 * MAXSEED + 3)
 
-static void b64f_paths(const ctx_t *c, const char *id, char *steps, char *tags, char *log, char *out, size_t n) {
-  snprintf(steps, n, "%s/b64final/%s.steps", c->dir, id);
-  snprintf(tags, n, "%s/b64final/%s.tags", c->dir, id);
-  snprintf(log, n, "%s/b64final/%s.jsonl", c->dir, id);
-  snprintf(out, n, "%s/b64final/%s.out", c->dir, id);
+static void rem_paths(const ctx_t *c, const char *exp, const char *id, char *steps, char *tags, char *log, char *out,
+                      size_t n) {
+  snprintf(steps, n, "%s/%sfinal/%s.steps", c->dir, exp, id);
+  snprintf(tags, n, "%s/%sfinal/%s.tags", c->dir, exp, id);
+  snprintf(log, n, "%s/%sfinal/%s.jsonl", c->dir, exp, id);
+  snprintf(out, n, "%s/%sfinal/%s.out", c->dir, exp, id);
 }
 
-/* The best schedule within g_budget of every complete budget-64 run of row r, as the text of a
- * steps file (one line per run) and of its tags file ("model seed" per line); the line count. */
-static int b64f_lists(const ctx_t *c, const row_t *r, cwm_buf *sb, cwm_buf *tb) {
+static const char *ABL200_MODELS[] = {"world", "no-transition", "static", "no-contrastive"};
+
+/* The runs of experiment exp on a row, in a fixed order: b64, every quick model at every seed and
+ * the ablations at seed 1; b200, the four ablation columns at seed 1. Their number. */
+static int rem_runs(const ctx_t *c, const char *exp, const char **model, long *seed) {
+  int n = 0;
+  if (!strcmp(exp, "b200")) {
+    for (int k = 0; k < 4; k++) model[n] = ABL200_MODELS[k], seed[n++] = 1;
+    return n;
+  }
+  for (int s = 0; s < c->nseeds; s++)
+    for (int k = 0; k < 4; k++) model[n] = QUICK_MODELS[k], seed[n++] = c->seeds[s];
+  for (int k = 0; k < 3; k++) model[n] = ABL_MODELS[k], seed[n++] = 1;
+  return n;
+}
+
+/* The best schedule within t trials of every complete run of exp on row r, as the text of a steps
+ * file (one line per run) and of its tags file ("model seed" per line); the line count. */
+static int rem_lists(const ctx_t *c, const char *exp, int t, const row_t *r, cwm_buf *sb, cwm_buf *tb) {
   cwm_err e = {0};
   cwm_workload *w = cwm_workload_from_spec(r->spec, c->suite, &e);
   cwm_dag *d = w ? cwm_dag_new(w, &e) : NULL;
-  int lines = 0;
-  for (int s = 0; d && s < c->nseeds; s++)
-    for (int k = 0; k < 7; k++) {
-      const char *m = k < 4 ? QUICK_MODELS[k] : ABL_MODELS[k - 4];
-      long seed = k < 4 ? c->seeds[s] : 1;
-      if (k >= 4 && s) continue;
-      char log[1024], sum[1024], out[1024];
-      run_paths(c, "b64", m, r->id, seed, log, sum, out, sizeof log);
-      cwm_record *recs = NULL;
-      int n = 0, bad = 0, top;
-      if (log_count(log) < g_budget || cwm_log_read(log, &recs, &n, &bad, &e)) continue;
-      cwm_state *st = top_records(recs, n, g_budget, 1, &top) == 1 ? retarget(d, recs[top].steps, recs[top].nsteps)
-                                                                     : NULL;
-      if (st) {
-        cwm_steps_print(st->steps, st->nsteps, sb);
-        cwm_buf_puts(sb, "\n");
-        cwm_buf_printf(tb, "%s %ld\n", m, seed);
-        lines++;
-      }
-      cwm_state_free(st);
-      cwm_records_free(recs, n);
+  const char *model[REM_MAXRUNS];
+  long seed[REM_MAXRUNS];
+  int nruns = rem_runs(c, exp, model, seed), lines = 0;
+  for (int q = 0; d && q < nruns; q++) {
+    char log[1024], sum[1024], out[1024];
+    run_paths(c, exp, model[q], r->id, seed[q], log, sum, out, sizeof log);
+    cwm_record *recs = NULL;
+    int n = 0, bad = 0, top;
+    if (log_count(log) < t || cwm_log_read(log, &recs, &n, &bad, &e)) continue;
+    cwm_state *st = top_records(recs, n, t, 1, &top) == 1 ? retarget(d, recs[top].steps, recs[top].nsteps) : NULL;
+    if (st) {
+      cwm_steps_print(st->steps, st->nsteps, sb);
+      cwm_buf_puts(sb, "\n");
+      cwm_buf_printf(tb, "%s %ld\n", model[q], seed[q]);
+      lines++;
     }
+    cwm_state_free(st);
+    cwm_records_free(recs, n);
+  }
   if (d) cwm_dag_free(d);
   cwm_workload_free(w);
   return lines;
 }
 
-/* Re-measures row r's budget-64 winners. When the set of complete runs changed since the last
- * re-measure (a run added or rerun), the lists are rewritten and the old measurements kept aside
- * as .jsonl.stale. */
-static void b64_remeasure(const ctx_t *c, const row_t *r) {
+/* Re-measures the winners of exp's runs (t trials each) on row r. When the set of complete runs
+ * changed since the last re-measure (a run added or rerun), the lists are rewritten and the old
+ * measurements kept aside as .jsonl.stale. */
+static void rem_measure(const ctx_t *c, const char *exp, int t, const row_t *r) {
   char steps[1024], tags[1024], log[1024], out[1024], dir[1024];
-  b64f_paths(c, r->id, steps, tags, log, out, sizeof steps);
-  snprintf(dir, sizeof dir, "%s/b64final", c->dir);
+  rem_paths(c, exp, r->id, steps, tags, log, out, sizeof steps);
+  snprintf(dir, sizeof dir, "%s/%sfinal", c->dir, exp);
   mkdirs(dir);
   cwm_buf sb, tb;
   cwm_buf_init(&sb);
   cwm_buf_init(&tb);
-  int lines = b64f_lists(c, r, &sb, &tb);
+  int lines = rem_lists(c, exp, t, r, &sb, &tb);
   char *os = cwm_read_file(steps, NULL, NULL), *ot = cwm_read_file(tags, NULL, NULL);
   int same = os && ot && sb.s && tb.s && !strcmp(os, sb.s) && !strcmp(ot, tb.s);
   free(os);
@@ -874,17 +890,17 @@ static void b64_remeasure(const ctx_t *c, const row_t *r) {
   }
   cwm_buf_free(&sb);
   cwm_buf_free(&tb);
-  if (!lines || log_count(log) >= B64_ROUNDS * lines) return;
-  fprintf(stderr, "paper_cpu: b64 %s: re-measuring the best schedules of its %d runs together, %d rounds\n", r->id,
-          lines, B64_ROUNDS);
-  remeasure_rounds(c, r->spec, steps, lines, B64_ROUNDS, log, out);
+  if (!lines || log_count(log) >= REM_ROUNDS * lines) return;
+  fprintf(stderr, "paper_cpu: %s %s: re-measuring the best schedules of its %d runs together, %d rounds\n", exp,
+          r->id, lines, REM_ROUNDS);
+  remeasure_rounds(c, r->spec, steps, lines, REM_ROUNDS, log, out);
 }
 
-/* A budget-64 run's re-measured latency (seconds): its best schedule's median over the rounds
- * (failures left out); NAN until every round of its row ran or when the run is not in it. */
-static double b64f_cost(const ctx_t *c, const char *id, const char *model, long seed) {
+/* A run's re-measured latency (seconds): its best schedule's median over the rounds (failures
+ * left out); NAN until every round of its row ran or when the run is not in it. */
+static double rem_cost(const ctx_t *c, const char *exp, const char *id, const char *model, long seed) {
   char steps[1024], tags[1024], log[1024], out[1024], want[96], line[128];
-  b64f_paths(c, id, steps, tags, log, out, sizeof steps);
+  rem_paths(c, exp, id, steps, tags, log, out, sizeof steps);
   snprintf(want, sizeof want, "%s %ld", model, seed);
   FILE *f = fopen(tags, "r");
   if (!f) return NAN;
@@ -895,9 +911,9 @@ static double b64f_cost(const ctx_t *c, const char *id, const char *model, long 
     lines++;
   }
   fclose(f);
-  static double cost[B64_ROUNDS * B64_MAXRUNS + 1];
-  if (j < 0 || lines > B64_MAXRUNS || log_costs(log, cost, B64_ROUNDS * lines) < B64_ROUNDS * lines) return NAN;
-  return round_figure(cost, lines, j, B64_ROUNDS);
+  static double cost[REM_ROUNDS * REM_MAXRUNS + 1];
+  if (j < 0 || lines > REM_MAXRUNS || log_costs(log, cost, REM_ROUNDS * lines) < REM_ROUNDS * lines) return NAN;
+  return round_figure(cost, lines, j, REM_ROUNDS);
 }
 
 static void part_quick(const ctx_t *c) {
@@ -941,7 +957,7 @@ static void part_quick(const ctx_t *c) {
     transfer(c, lb, NOISE[p].a_spec, tag);
   }
   /* last, in one stretch: every row's winners re-measured side by side */
-  for (int i = 0; i < c->nrows && !g_stop; i++) b64_remeasure(c, &c->rows[i]);
+  for (int i = 0; i < c->nrows && !g_stop; i++) rem_measure(c, "b64", g_budget, &c->rows[i]);
 }
 
 static void part_long(const ctx_t *c) {
@@ -950,14 +966,16 @@ static void part_long(const ctx_t *c) {
   int nl = 0;
   const char *lid[16];
   for (char *t = strtok(ids, ","); t && nl < 16; t = strtok(NULL, ",")) lid[nl++] = t;
-  g_prog.total = (c->long_mask & LONG_ABL200 ? c->nrows * 4 : 0) + (c->long_mask & LONG_SAMPLE ? nl * 2 : 0) +
+  int nabl = g_no_static ? 3 : 4;
+  g_prog.total = (c->long_mask & LONG_ABL200 ? c->nrows * nabl : 0) + (c->long_mask & LONG_SAMPLE ? nl * 2 : 0) +
                  (c->long_mask & LONG_NETS ? 4 : 0);
-  g_prog.trials_total = (c->long_mask & LONG_ABL200 ? (long)c->nrows * 4 * 200 : 0) +
+  g_prog.trials_total = (c->long_mask & LONG_ABL200 ? (long)c->nrows * nabl * g_budget200 : 0) +
                         (c->long_mask & LONG_SAMPLE ? (long)nl * (c->world_trials + c->ansor_trials) : 0);
   /* ablations at 200: each continues its 64-trial log (the same first 64 measurements) */
-  const char *abl[] = {"world", "no-transition", "static", "no-contrastive"};
+  const char *const *abl = ABL200_MODELS;
   for (int i = 0; i < c->nrows && !g_stop && (c->long_mask & LONG_ABL200); i++)
     for (int k = 0; k < 4 && !g_stop; k++) {
+      if (g_no_static && !strcmp(abl[k], "static")) continue;
       char l64[1024], s64[1024], o64[1024], l200[1024], s200[1024], o200[1024], d[1024];
       run_paths(c, "b64", abl[k], c->rows[i].id, 1, l64, s64, o64, sizeof l64);
       run_paths(c, "b200", abl[k], c->rows[i].id, 1, l200, s200, o200, sizeof l200);
@@ -969,8 +987,11 @@ static void part_long(const ctx_t *c) {
         if (t) cwm_write_file_atomic(l200, t, strlen(t), &e);
         free(t);
       }
-      tune_run(c, "b200", abl[k], c->rows[i].id, c->rows[i].spec, 1, 200);
+      tune_run(c, "b200", abl[k], c->rows[i].id, c->rows[i].spec, 1, g_budget200);
     }
+  /* then, in one stretch, each row's winners at 200 re-measured side by side */
+  for (int i = 0; i < c->nrows && !g_stop && (c->long_mask & LONG_ABL200); i++)
+    rem_measure(c, "b200", g_budget200, &c->rows[i]);
   /* sample efficiency */
   for (int i = 0; i < nl && !g_stop && (c->long_mask & LONG_SAMPLE); i++) {
     const row_t *r = row_by_id(c, lid[i]);
@@ -1077,7 +1098,7 @@ static double seeds_best(const ctx_t *c, const char *exp, const char *model, con
 static double seeds_final(const ctx_t *c, const char *model, const char *id, int nseeds) {
   double v[MAXSEED];
   for (int s = 0; s < nseeds; s++) {
-    v[s] = b64f_cost(c, id, model, c->seeds[s]) * 1e6;
+    v[s] = rem_cost(c, "b64", id, model, c->seeds[s]) * 1e6;
     if (!isfinite(v[s])) return NAN;
   }
   return geo(v, nseeds);
@@ -1135,7 +1156,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                      "and the machine's speed drifts between sessions; the re-measure puts every model's schedules "
                      "on the same machine at the same hour. A row marked * has no complete re-measure yet and shows "
                      "the logged figures. Ratio = the other's latency / world's (> 1: world is faster).\n\n",
-                 B64_ROUNDS);
+                 REM_ROUNDS);
   cwm_buf_printf(&r, "| row | oneDNN | PyTorch | world | ansor | ansor-pre | random | ansor/world | ansor-pre/world | "
                      "random/world | oneDNN/world |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   double rat[4][MAXID], ratl[4][MAXID];
@@ -1323,21 +1344,25 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   cwm_buf_printf(&r, "## 3. Ablations (seed 1)\n\n");
   const char *abl[] = {"world", "no-transition", "static", "no-contrastive"};
   for (int b = 0; b < 2; b++) {
-    int T = b ? 200 : g_budget;
+    int T = b ? g_budget200 : g_budget;
     const char *exp = b ? "b200" : "b64";
     cwm_buf_printf(&r, "Best latency in us after %d measurements (%s); search seconds = tuning time minus building "
                        "and running (scoring and evolution).\n\n| row | world | no-transition | static | no-contrastive |\n"
                        "|---|---:|---:|---:|---:|\n", T,
-                   b ? "as logged" : "re-measured with section 1's, a row marked * as logged");
+                   b ? "each run's best schedule re-measured with the others of its row, as in section 1; a row "
+                       "marked * as logged"
+                     : "re-measured with section 1's, a row marked * as logged");
     double worse[3][MAXID], secs[4][MAXID];
     for (int i = 0; i < nr; i++) {
       double v[4];
-      /* at 64, the re-measured figures of section 1 where the row has them */
-      int fin = !b && isfinite(b64f_cost(c, c->rows[i].id, "world", 1));
+      /* the re-measured figures where the row has them */
+      int fin = isfinite(rem_cost(c, exp, c->rows[i].id, "world", 1));
       for (int k = 0; k < 4; k++) {
         char log[1024], sum[1024], out[1024];
         run_paths(c, exp, abl[k], c->rows[i].id, 1, log, sum, out, sizeof log);
-        v[k] = fin ? b64f_cost(c, c->rows[i].id, abl[k], 1) * 1e6 : log_count(log) >= T ? log_best(log, T) * 1e6 : NAN;
+        v[k] = fin                 ? rem_cost(c, exp, c->rows[i].id, abl[k], 1) * 1e6
+               : log_count(log) >= T ? log_best(log, T) * 1e6
+                                     : NAN;
         double ts = json_num(sum, "tuning_seconds"), bs = json_num(sum, "build_seconds"),
                rs = json_num(sum, "run_seconds");
         secs[k][i] = isfinite(ts) && isfinite(bs) && isfinite(rs) && json_num(sum, "resumed") == 0 ? ts - bs - rs : NAN;
@@ -1345,7 +1370,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
       for (int k = 1; k < 4; k++) worse[k - 1][i] = v[k] / v[0];
       char f[4][32];
       for (int k = 0; k < 4; k++) fmt(f[k], 32, "%.1f", v[k]);
-      cwm_buf_printf(&r, "| %s%s | %s | %s | %s | %s |\n", c->rows[i].id, !b && !fin ? " *" : "", f[0], f[1], f[2],
+      cwm_buf_printf(&r, "| %s%s | %s | %s | %s | %s |\n", c->rows[i].id, !fin ? " *" : "", f[0], f[1], f[2],
                      f[3]);
     }
     char f[8][32];
@@ -1526,6 +1551,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--ansor-trials")) c.ansor_trials = atoi(v), i++;
     else if (!strcmp(a, "--cwm")) c.cwm = v, i++;
     else if (!strcmp(a, "--budget")) g_budget = atoi(v), i++;
+    else if (!strcmp(a, "--budget200")) g_budget200 = atoi(v), i++;
     else if (!strcmp(a, "--suite")) c.suite = v, i++;
     else if (!strcmp(a, "--nets")) c.nets = v, i++;
     else if (!strcmp(a, "--repeats")) c.repeats = atoi(v), i++;
@@ -1546,6 +1572,10 @@ int main(int argc, char **argv) {
   }
   if (g_budget < 1 || g_budget > 64) {
     fprintf(stderr, "paper_cpu: --budget (smoke tests only) is 1..64\n");
+    return 2;
+  }
+  if (g_budget200 < g_budget || g_budget200 > 200) {
+    fprintf(stderr, "paper_cpu: --budget200 (smoke tests only) is --budget..200\n");
     return 2;
   }
   if (c.repeats < 0 || c.repeats > 32 || c.min_repeat_ms < 0 || c.min_repeat_ms > 10000) {

@@ -61,6 +61,25 @@ sed -i '$d' "$W/runs/b64final/layernorm.tags"
 run 3 || { cat "$W/stderr.3"; exit 1; }
 [ -s "$W/runs/b64final/layernorm.jsonl.stale" ] || fail "a changed re-measure list did not keep the old records"
 [ "$(wc -l < "$W/runs/b64final/layernorm.jsonl")" = 18 ] || fail "a changed re-measure list was not measured again"
+# the ablations continued (5 trials here for 200), each from its budget-64 log, then their
+# winners re-measured per row like the budget-64 ones; the report's second ablation table reads them
+"$PAPER" --part ablate200 --budget 3 --budget200 5 --seeds 1 --ids softmax_attn,layernorm --no-torch --no-static \
+  --dir "$W/runs" --repeats 3 --min-repeat-ms 10 --report "$W/REPORT.md" --plots "$W/plots" --records "$REC" \
+  2> "$W/stderr.a" || { cat "$W/stderr.a"; exit 1; }
+for id in softmax_attn layernorm; do
+  for m in world no-transition no-contrastive; do
+    # (at least 5: a 3-record log is a cut-short round to cwm tune, searched again with the new budget)
+    [ "$(wc -l < "$W/runs/b200/${m}_${id}_s1.jsonl")" -ge 5 ] || fail "ablate200: $m $id under 5 records"
+    head -n 3 "$W/runs/b200/${m}_${id}_s1.jsonl" | cmp -s - "$W/runs/b64/${m}_${id}_s1.jsonl" ||
+      fail "ablate200: $m $id does not continue its budget-64 log"
+  done
+  [ ! -e "$W/runs/b200/static_${id}_s1.jsonl" ] || fail "ablate200: --no-static ran the static ablation"
+  B="$W/runs/b200final/$id"
+  [ "$(wc -l < "$B.tags")" = 3 ] || fail "ablate200: $id re-measure holds $(wc -l < "$B.tags") runs, want 3"
+  [ "$(wc -l < "$B.jsonl")" = 9 ] || fail "ablate200: $id re-measured $(wc -l < "$B.jsonl") times, want 9"
+done
+grep -A 6 "after 5 measurements" "$W/REPORT.md" | grep -E '^\| layernorm \| [0-9.]+ \| [0-9.]+ \| - \| [0-9.]+ \|$' \
+  > /dev/null || fail "ablate200: the report's table lacks re-measured figures for layernorm"
 # the sample-efficiency part at a tiny scale (world 3 trials, ansor 5, one row), then its final
 # re-measure: the contenders' best schedules measured together, three times, in line with the step
 # lists; a round cut short resumes in line, and the report's row gets its re-measured figures
