@@ -93,13 +93,13 @@ static const char *k_coldstart =
     "    do clock_gettime(CLOCK_MONOTONIC, &t); while ((t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) * 1e-6 < 30);\n"
     "    warm = 1; }\n"
     "  for (long i = 0; i < 1000; i++) c[i] = a[i] + b[i]; }\n";
-/* slow for its first three calls (the checked one included), 10 ms each, then fast: a kernel
+/* slow for its first five calls (the checked one included), 10 ms each, then fast: a kernel
  * whose allocator and runtime warm up over several calls */
 static const char *k_slowstart =
     "#include <time.h>\n"
     "void k_slowstart(float *const *args) { const float *a = args[0], *b = args[1]; float *c = args[2];\n"
     "  static int calls;\n"
-    "  if (calls++ < 3) { struct timespec t0, t; clock_gettime(CLOCK_MONOTONIC, &t0);\n"
+    "  if (calls++ < 5) { struct timespec t0, t; clock_gettime(CLOCK_MONOTONIC, &t0);\n"
     "    do clock_gettime(CLOCK_MONOTONIC, &t); while ((t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) * 1e-6 < 10); }\n"
     "  for (long i = 0; i < 1000; i++) c[i] = a[i] + b[i]; }\n";
 static const char *k_wrong =
@@ -351,7 +351,7 @@ static void test_slow_cutoff(const cwm_reference *ref) {
   CHECKF(r[0].error == CWM_MERR_NONE && r[0].ncosts == o.repeats && r[0].median < 0.005, "%s: %d costs, median %g s",
          cwm_merr_name(r[0].error), r[0].ncosts, r[0].median);
   /* ... and on the fastest of several warm calls, and every repeat comes after the warm-up: a
-   * kernel slow for its first three calls is neither cut off (its second call is 10 ms, twice the
+   * kernel slow for its first five calls is neither cut off (its first four warm calls are 10 ms, twice the
    * cut-off) nor timed on a slow call, with the cut-off or without */
   for (int cut = 0; cut < 2; cut++) {
     cwm_candidate ss = cand(k_slowstart, "k_slowstart");

@@ -311,24 +311,30 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
    * faults, code loading and the OpenMP runtime's start, which alone can be 10x a small kernel's
    * time, or 150x (a 150 us batch_matmul whose first call took 25 ms was timed one call per
    * repeat, the first of them still 3x slow). Only a first call past a second is not repeated. */
-  /* Warm-up. The first calls pay for page faults, code loading, the OpenMP runtime's start and
-   * the allocator's first growth, for several calls, not one: a batch_matmul that runs in 133 us
-   * took 1.3 ms on each of its first three (timed one call per repeat, it was logged at 290 us;
-   * judged by its second call, at 10x the best so far, it would have been cut off as slow). So
-   * calls are repeated, one at a time, at least three and until they have taken the target repeat
-   * length (a second at most); the cut-off reads the fastest of them, and the calls per repeat
-   * come from the last. */
+  /* Warm-up. The first calls pay for page faults (on this VM, the host backs a page at its first
+   * touch, and a kernel's heap grows over its first calls until its buffers' layout settles),
+   * code loading and the OpenMP runtime's start, for several calls, not one: a batch_matmul that
+   * runs in 133 us took 1.3 ms on each of its first three (timed one call per repeat, it was
+   * logged at 290 us; judged by its second call, at 10x the best so far, it would have been cut
+   * off as slow), a 2 ms conv2d took 10 ms on each of its first four. So calls are repeated one
+   * at a time until the last three are within 15% of the fastest and they have taken the target
+   * repeat length (a second or 200 calls at most); the cut-off reads the fastest of at least six
+   * of them (or of a quarter second's), and the calls per repeat come from the slowest of the
+   * last three. */
   double deadline = t_start + 0.8 * timeout; /* a margin of the time-out for the repeats */
   double target = (o->min_repeat_ms > 0 ? o->min_repeat_ms : 0) / 1000.0;
   double t_warm = t_first, fastest = t_first;
   if (t_first < 1.0) {
-    double spent = 0;
-    for (int k = 0; k < 3 || spent < target; k++) {
-      t_warm = time_calls(fn, args, 1);
-      spent += t_warm;
-      if (t_warm < fastest) fastest = t_warm;
-      if (spent >= 1.0 || now_s() + t_warm > deadline) break;
-      if (k >= 2 && o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s) break;
+    double spent = 0, last[3] = {0, 0, 0};
+    for (int k = 0; k < 200; k++) {
+      double t = time_calls(fn, args, 1);
+      spent += t;
+      last[k % 3] = t;
+      if (t < fastest) fastest = t;
+      t_warm = fmax(last[0], fmax(last[1], last[2]));
+      if (k >= 2 && t_warm <= 1.15 * fastest && spent >= target) break;
+      if (spent >= 1.0 || now_s() + t > deadline) break;
+      if (o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s && (k >= 5 || spent >= 0.25)) break;
     }
   }
   if (o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s) {
