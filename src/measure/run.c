@@ -317,22 +317,23 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
    * runs in 133 us took 1.3 ms on each of its first three (timed one call per repeat, it was
    * logged at 290 us; judged by its second call, at 10x the best so far, it would have been cut
    * off as slow), a 2 ms conv2d took 10 ms on each of its first four. So calls are repeated one
-   * at a time until the last three are within 15% of the fastest and they have taken the target
-   * repeat length (a second or 200 calls at most); the cut-off reads the fastest of at least six
-   * of them (or of a quarter second's), and the calls per repeat come from the slowest of the
-   * last three. */
+   * at a time, at least six (two for a kernel whose first call took four repeat lengths), until
+   * the last three are within 15% of the fastest and they have taken the target repeat length (a
+   * second or 200 calls at most); the cut-off reads the fastest of at least six of them (or of a
+   * quarter second's), and the calls per repeat come from the slowest of the last three. */
   double deadline = t_start + 0.8 * timeout; /* a margin of the time-out for the repeats */
   double target = (o->min_repeat_ms > 0 ? o->min_repeat_ms : 0) / 1000.0;
   double t_warm = t_first, fastest = t_first;
   if (t_first < 1.0) {
     double spent = 0, last[3] = {0, 0, 0};
+    int min_calls = t_first < 4 * target ? 6 : 2; /* a slow phase looks steady from within */
     for (int k = 0; k < 200; k++) {
       double t = time_calls(fn, args, 1);
       spent += t;
       last[k % 3] = t;
       if (t < fastest) fastest = t;
       t_warm = fmax(last[0], fmax(last[1], last[2]));
-      if (k >= 2 && t_warm <= 1.15 * fastest && spent >= target) break;
+      if (k >= min_calls - 1 && t_warm <= 1.15 * fastest && spent >= target) break;
       if (spent >= 1.0 || now_s() + t > deadline) break;
       if (o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s && (k >= 5 || spent >= 0.25)) break;
     }
