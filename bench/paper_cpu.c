@@ -502,9 +502,9 @@ static int top_records(const cwm_record *recs, int n, int t, int k, int *idx) {
   return m;
 }
 
-/* Writes the interleaved step lists of the contenders (rank 1 of each, then rank 2, ...) and
- * their kinds, one per line; the number of lines, 0 when a log is missing or short. */
-static int final_lists(const ctx_t *c, const row_t *r, const char *steps, const char *tags) {
+/* The interleaved step lists of the contenders (rank 1 of each, then rank 2, ...) and their
+ * kinds, one per line, into sb and tb; the number of lines, 0 when a log is missing or short. */
+static int final_lists(const ctx_t *c, const row_t *r, cwm_buf *sb, cwm_buf *tb) {
   char lw[1024], la[1024], x[1024], y[1024];
   run_paths(c, "sample", "world", r->id, 1, lw, x, y, sizeof lw);
   run_paths(c, "sample", "ansor", r->id, 1, la, x, y, sizeof la);
@@ -524,27 +524,18 @@ static int final_lists(const ctx_t *c, const row_t *r, const char *steps, const 
   nt[2] = top_records(ra, na, c->ansor_trials, FINAL_TOP, top[2]);
   cwm_workload *w = cwm_workload_from_spec(r->spec, c->suite, &e);
   cwm_dag *d = w ? cwm_dag_new(w, &e) : NULL;
-  cwm_buf sb, tb;
-  cwm_buf_init(&sb);
-  cwm_buf_init(&tb);
   for (int j = 0; j < FINAL_TOP && d; j++)
     for (int k = 0; k < FINAL_KINDS; k++) {
       if (j >= nt[k]) continue;
       const cwm_record *rec = &src[k][top[k][j]];
       cwm_state *st = retarget(d, rec->steps, rec->nsteps); /* the same shape: a replay check */
       if (!st) continue;
-      cwm_steps_print(st->steps, st->nsteps, &sb);
-      cwm_buf_puts(&sb, "\n");
-      cwm_buf_printf(&tb, "%d\n", k);
+      cwm_steps_print(st->steps, st->nsteps, sb);
+      cwm_buf_puts(sb, "\n");
+      cwm_buf_printf(tb, "%d\n", k);
       cwm_state_free(st);
       lines++;
     }
-  if (lines && (cwm_write_file_atomic(steps, sb.s, sb.len, &e) || cwm_write_file_atomic(tags, tb.s, tb.len, &e))) {
-    fprintf(stderr, "paper_cpu: %s\n", e.msg);
-    lines = 0;
-  }
-  cwm_buf_free(&sb);
-  cwm_buf_free(&tb);
   if (d) cwm_dag_free(d);
   cwm_workload_free(w);
   cwm_records_free(rw, nw);
@@ -624,13 +615,38 @@ static double round_figure(const double *cost, int lines, int j, int rounds) {
   return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
 }
 
-/* Re-measures a row's contenders once both of its sample runs are complete. */
+/* Writes a re-measure's step lists and tags unless the files hold them already; when they held
+ * others (a run redone), the old measurements are kept aside as .jsonl.stale. 0 when written or
+ * unchanged. */
+static int lists_update(const char *steps, const char *tags, const char *log, const cwm_buf *sb, const cwm_buf *tb) {
+  char *os = cwm_read_file(steps, NULL, NULL), *ot = cwm_read_file(tags, NULL, NULL);
+  int same = os && ot && sb->s && tb->s && !strcmp(os, sb->s) && !strcmp(ot, tb->s);
+  free(os);
+  free(ot);
+  if (same) return 0;
+  char stale[1100];
+  snprintf(stale, sizeof stale, "%s.stale", log);
+  if (file_exists(log) && rename(log, stale)) fprintf(stderr, "paper_cpu: cannot move %s aside\n", log);
+  cwm_err e = {0};
+  if (cwm_write_file_atomic(steps, sb->s, sb->len, &e) || cwm_write_file_atomic(tags, tb->s, tb->len, &e)) {
+    fprintf(stderr, "paper_cpu: %s\n", e.msg);
+    return 1;
+  }
+  return 0;
+}
+
+/* Re-measures a row's contenders once both of its sample runs are complete (again when a run
+ * was redone). */
 static void final_remeasure(const ctx_t *c, const row_t *r) {
   char steps[1024], tags[1024], log[1024], out[1024];
   final_paths(c, r->id, steps, tags, log, out, sizeof steps);
-  int kind[FINAL_KINDS * FINAL_TOP];
-  int lines = final_tags(tags, kind, FINAL_KINDS * FINAL_TOP);
-  if (!lines || !file_exists(steps)) lines = final_lists(c, r, steps, tags);
+  cwm_buf sb, tb;
+  cwm_buf_init(&sb);
+  cwm_buf_init(&tb);
+  int lines = final_lists(c, r, &sb, &tb);
+  if (lines && lists_update(steps, tags, log, &sb, &tb)) lines = 0;
+  cwm_buf_free(&sb);
+  cwm_buf_free(&tb);
   if (!lines || log_count(log) >= FINAL_ROUNDS * lines) return;
   fprintf(stderr, "paper_cpu: sample %s: re-measuring the %d best schedules of world@%d, ansor@%d and ansor@%d "
           "together, %d rounds\n", r->id, lines, c->world_trials, c->world_trials, c->ansor_trials, FINAL_ROUNDS);
@@ -874,20 +890,7 @@ static void rem_measure(const ctx_t *c, const char *exp, int t, const row_t *r) 
   cwm_buf_init(&sb);
   cwm_buf_init(&tb);
   int lines = rem_lists(c, exp, t, r, &sb, &tb);
-  char *os = cwm_read_file(steps, NULL, NULL), *ot = cwm_read_file(tags, NULL, NULL);
-  int same = os && ot && sb.s && tb.s && !strcmp(os, sb.s) && !strcmp(ot, tb.s);
-  free(os);
-  free(ot);
-  cwm_err e = {0};
-  if (lines && !same) {
-    char stale[1100];
-    snprintf(stale, sizeof stale, "%s.stale", log);
-    if (file_exists(log) && rename(log, stale)) fprintf(stderr, "paper_cpu: cannot move %s aside\n", log);
-    if (cwm_write_file_atomic(steps, sb.s, sb.len, &e) || cwm_write_file_atomic(tags, tb.s, tb.len, &e)) {
-      fprintf(stderr, "paper_cpu: %s\n", e.msg);
-      lines = 0;
-    }
-  }
+  if (lines && lists_update(steps, tags, log, &sb, &tb)) lines = 0;
   cwm_buf_free(&sb);
   cwm_buf_free(&tb);
   if (!lines || log_count(log) >= REM_ROUNDS * lines) return;
@@ -997,7 +1000,7 @@ static void part_long(const ctx_t *c) {
     const row_t *r = row_by_id(c, lid[i]);
     if (!r) continue;
     tune_run(c, "sample", "world", r->id, r->spec, 1, c->world_trials);
-    tune_run(c, "sample", "ansor", r->id, r->spec, 1, c->ansor_trials);
+    if (!g_stop) tune_run(c, "sample", "ansor", r->id, r->spec, 1, c->ansor_trials); /* not after an interrupt */
     if (!g_stop) final_remeasure(c, r);
   }
   /* whole networks */

@@ -526,6 +526,73 @@ int main(void) {
     cwm_workload_free(b);
     cwm_costmodel_free(cm);
   }
+  if (dp) {
+    /* the hand-off: once a workload has 128 measured records, the score blends Ansor's online
+     * model with the world model's (ranks in [0, 1]); before, and with CWM_WORLD_HANDOFF=0, it is
+     * the world model's own */
+    int n = 0;
+    cwm_dag *d = NULL;
+    cwm_state **s = sample_states("dense M=16 N=24 K=32 bias=1 act=gelu", 400, &n, &d);
+    CHECKF(n >= 200, "%d sampled states", n);
+    cwm_record *recs = calloc((size_t)(n ? n : 1), sizeof *recs);
+    for (int i = 0; i < n; i++) {
+      cwm_record_init(&recs[i]);
+      memcpy(recs[i].key, cwm_dag_key(d), 17);
+      recs[i].ncosts = 1;
+      recs[i].costs[0] = 1e-5 * (1 + s[i]->nsteps % 7 + (i % 5)); /* any order to learn */
+    }
+    int q = n - 150; /* the states scored: 150, beside the measured ones */
+    cwm_costmodel *cm[3];
+    double *p[3];
+    for (int k = 0; k < 3; k++) {
+      setenv("CWM_WORLD_HANDOFF", k == 2 ? "0" : "1", 1);
+      cwm_world *hw = cwm_world_load(dp, &e);
+      cm[k] = hw ? cwm_costmodel_world(hw, &e) : NULL;
+      CHECKF(cm[k] != NULL, "%s", e.msg);
+      p[k] = calloc(150, sizeof(double));
+      int feed = k == 1 ? 100 : q; /* model 1 stays under the threshold */
+      if (cm[k] && n >= 200) {
+        CHECKF(cwm_costmodel_update(cm[k], s, recs, feed, &e) == 0, "%s", e.msg);
+        CHECKF(cwm_costmodel_predict(cm[k], s + q, 150, p[k], &e) == 0, "%s", e.msg);
+      }
+    }
+    unsetenv("CWM_WORLD_HANDOFF");
+    int in01 = 1, differ = 0, same_off = 1, same_under = 1;
+    cwm_costmodel *fresh = NULL;
+    {
+      setenv("CWM_WORLD_HANDOFF", "0", 1);
+      cwm_world *fw = cwm_world_load(dp, &e);
+      fresh = fw ? cwm_costmodel_world(fw, &e) : NULL;
+      unsetenv("CWM_WORLD_HANDOFF");
+    }
+    double *p0 = calloc(150, sizeof(double));
+    if (fresh && n >= 200) {
+      /* the world model boosted on 100 records, without the hand-off: what model 1 should give */
+      CHECKF(cwm_costmodel_update(fresh, s, recs, 100, &e) == 0, "%s", e.msg);
+      CHECKF(cwm_costmodel_predict(fresh, s + q, 150, p0, &e) == 0, "%s", e.msg);
+      for (int i = 0; i < 150; i++) {
+        if (p[0][i] > CWM_SCORE_INVALID) in01 &= p[0][i] >= 0 && p[0][i] <= 1;
+        differ |= p[0][i] != p[2][i];
+        same_under &= p[1][i] == p0[i];
+      }
+      /* off: the world model alone, boosted on the same records, in its own scale */
+      for (int i = 0; i < 150; i++) same_off &= !(p[2][i] >= 0 && p[2][i] <= 1 && p[2][i] == p[0][i]);
+      CHECK(in01 && differ && same_under && same_off);
+    }
+    free(p0);
+    cwm_costmodel_free(fresh);
+    for (int k = 0; k < 3; k++) {
+      cwm_costmodel_free(cm[k]);
+      free(p[k]);
+    }
+    for (int i = 0; i < n; i++) {
+      cwm_record_free(&recs[i]);
+      cwm_state_free(s[i]);
+    }
+    free(recs);
+    free(s);
+    if (d) cwm_dag_free(d);
+  }
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
