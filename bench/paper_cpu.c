@@ -1135,7 +1135,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   cwm_buf_printf(&r,
                  "Written by `bench/paper_cpu` (%s) from the logs under `%s`; nothing here is typed by hand. "
                  "Machine: %s, %ld online cores, %s %s; cwm %s; %d thread(s) per kernel; a candidate's latency is the "
-                 "median of %d timed repeats of at least %d ms; seeds", date, c->dir, cpu,
+                 "mean of %d timed repeats of at least %d ms after a warm-up; seeds", date, c->dir, cpu,
                  sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, CWM_VERSION, c->threads,
                  c->repeats > 0 ? c->repeats : mo.repeats, c->min_repeat_ms > 0 ? c->min_repeat_ms : (int)mo.min_repeat_ms);
   for (int s = 0; s < c->nseeds; s++) cwm_buf_printf(&r, "%s %ld", s ? "," : "", c->seeds[s]);
