@@ -314,9 +314,10 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
   /* Warm-up. The first calls pay for page faults (on this VM, the host backs a page at its first
    * touch, and a kernel's heap grows over its first calls until its buffers' layout settles),
    * code loading and the OpenMP runtime's start, for several calls, not one: a batch_matmul that
-   * runs in 133 us took 1.3 ms on each of its first three (timed one call per repeat, it was
-   * logged at 290 us; judged by its second call, at 10x the best so far, it would have been cut
-   * off as slow), a 2 ms conv2d took 10 ms on each of its first four. So calls are repeated one
+   * runs in 133 us took 1.3 ms on each of its first three (calls per repeat set from its second
+   * call made its repeats 3 ms long, the first of them still slow: 290 us logged; judged by that
+   * call, at 10x the best so far, it would have been cut off as slow), a 2 ms conv2d took 10 ms
+   * on each of its first four. So calls are repeated one
    * at a time, at least six (two for a kernel whose first call took four repeat lengths), until
    * the last three are within 15% of the fastest and they have taken the target repeat length (a
    * second or 200 calls at most); the cut-off reads the fastest of at least six of them (or of a
