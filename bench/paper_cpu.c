@@ -605,14 +605,7 @@ static double round_figure(const double *cost, int lines, int j, int rounds) {
   int m = 0;
   for (int q = 0; q < rounds && m < 8; q++)
     if (cost[q * lines + j] < 1e9) v[m++] = cost[q * lines + j];
-  for (int a = 1; a < m; a++)
-    for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
-      double t = v[b];
-      v[b] = v[b - 1];
-      v[b - 1] = t;
-    }
-  if (!m) return NAN;
-  return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+  return anchor_median(v, m, NAN);
 }
 
 /* Writes a re-measure's step lists and tags unless the files hold them already; when they held
@@ -832,14 +825,15 @@ static void rem_paths(const ctx_t *c, const char *exp, const char *id, char *ste
   snprintf(out, n, "%s/%sfinal/%s.out", c->dir, exp, id);
 }
 
-static const char *ABL200_MODELS[] = {"world", "no-transition", "static", "no-contrastive"};
+/* The ablation tables' columns, world first; the runs continued to 200 trials. */
+static const char *ABL_COLUMNS[] = {"world", "no-transition", "static", "no-contrastive"};
 
 /* The runs of experiment exp on a row, in a fixed order: b64, every quick model at every seed and
  * the ablations at seed 1; b200, the four ablation columns at seed 1. Their number. */
 static int rem_runs(const ctx_t *c, const char *exp, const char **model, long *seed) {
   int n = 0;
   if (!strcmp(exp, "b200")) {
-    for (int k = 0; k < 4; k++) model[n] = ABL200_MODELS[k], seed[n++] = 1;
+    for (int k = 0; k < 4; k++) model[n] = ABL_COLUMNS[k], seed[n++] = 1;
     return n;
   }
   for (int s = 0; s < c->nseeds; s++)
@@ -975,7 +969,7 @@ static void part_long(const ctx_t *c) {
   g_prog.trials_total = (c->long_mask & LONG_ABL200 ? (long)c->nrows * nabl * g_budget200 : 0) +
                         (c->long_mask & LONG_SAMPLE ? (long)nl * (c->world_trials + c->ansor_trials) : 0);
   /* ablations at 200: each continues its 64-trial log (the same first 64 measurements) */
-  const char *const *abl = ABL200_MODELS;
+  const char *const *abl = ABL_COLUMNS;
   for (int i = 0; i < c->nrows && !g_stop && (c->long_mask & LONG_ABL200); i++)
     for (int k = 0; k < 4 && !g_stop; k++) {
       if (g_no_static && !strcmp(abl[k], "static")) continue;
@@ -1345,7 +1339,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
 
   /* (3) ablations */
   cwm_buf_printf(&r, "## 3. Ablations (seed 1)\n\n");
-  const char *abl[] = {"world", "no-transition", "static", "no-contrastive"};
+  const char *const *abl = ABL_COLUMNS;
   for (int b = 0; b < 2; b++) {
     int T = b ? g_budget200 : g_budget;
     const char *exp = b ? "b200" : "b64";

@@ -307,21 +307,19 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     }
   }
   if (!timing) send_and_exit(wfd, &m);
-  /* The cut-off and the calls per repeat are judged on a warm call: the first one pays for page
-   * faults, code loading and the OpenMP runtime's start, which alone can be 10x a small kernel's
-   * time, or 150x (a 150 us batch_matmul whose first call took 25 ms was timed one call per
-   * repeat, the first of them still 3x slow). Only a first call past a second is not repeated. */
   /* Warm-up. The first calls pay for page faults (on this VM, the host backs a page at its first
    * touch, and a kernel's heap grows over its first calls until its buffers' layout settles),
    * code loading and the OpenMP runtime's start, for several calls, not one: a batch_matmul that
    * runs in 133 us took 1.3 ms on each of its first three (calls per repeat set from its second
    * call made its repeats 3 ms long, the first of them still slow: 290 us logged; judged by that
    * call, at 10x the best so far, it would have been cut off as slow), a 2 ms conv2d took 10 ms
-   * on each of its first four. So calls are repeated one
-   * at a time, at least six (two for a kernel whose first call took four repeat lengths), until
-   * the last three are within 15% of the fastest and they have taken the target repeat length (a
-   * second or 200 calls at most); the cut-off reads the fastest of at least six of them (or of a
-   * quarter second's), and the calls per repeat come from the slowest of the last three. */
+   * on each of its first four. So calls are repeated one at a time, at least six (two for a
+   * kernel whose first call took four repeat lengths), until the last three are within 15% of the
+   * fastest and they have taken the target repeat length (a second or 200 calls at most); the
+   * cut-off reads the fastest of at least six of them (or of a quarter second's), and the calls
+   * per repeat come from the slowest of the last three. A margin of the wall-clock time-out is
+   * left for the repeats, so a slow but correct kernel reports fewer repeats instead of being
+   * killed. */
   double deadline = t_start + 0.8 * timeout; /* a margin of the time-out for the repeats */
   double target = (o->min_repeat_ms > 0 ? o->min_repeat_ms : 0) / 1000.0;
   double t_warm = t_first, fastest = t_first;

@@ -626,19 +626,25 @@ int wm_score_states(cwm_world *w, cwm_state *const *states, int n, double *score
   return rc;
 }
 
+typedef struct {
+  double v;
+  int i;
+} wm_scored;
+
+static int cmp_scored(const void *a, const void *b) {
+  const wm_scored *x = a, *y = b;
+  return (x->v > y->v) - (x->v < y->v);
+}
+
 /* Replaces the valid entries of v by their rank among them, 0 (worst) to 1 (best). */
 static void to_ranks(double *v, int n) {
-  int *idx = cwm_xmalloc(sizeof(int) * (size_t)(n ? n : 1)), m = 0;
+  wm_scored *s = cwm_xmalloc(sizeof *s * (size_t)(n ? n : 1));
+  int m = 0;
   for (int i = 0; i < n; i++)
-    if (v[i] > CWM_SCORE_INVALID) idx[m++] = i;
-  for (int a = 1; a < m; a++) /* insertion sort by score, ascending (n is a search batch) */
-    for (int b = a; b > 0 && v[idx[b - 1]] > v[idx[b]]; b--) {
-      int t = idx[b];
-      idx[b] = idx[b - 1];
-      idx[b - 1] = t;
-    }
-  for (int r = 0; r < m; r++) v[idx[r]] = m > 1 ? (double)r / (m - 1) : 1.0;
-  free(idx);
+    if (v[i] > CWM_SCORE_INVALID) s[m].v = v[i], s[m++].i = i;
+  qsort(s, (size_t)m, sizeof *s, cmp_scored); /* a search batch: thousands of candidates */
+  for (int r = 0; r < m; r++) v[s[r].i] = m > 1 ? (double)r / (m - 1) : 1.0;
+  free(s);
 }
 
 static const wm_group *group_find(const world_cm *m, uint64_t key) {
