@@ -157,6 +157,54 @@ static int run_cmd(char *const *argv, const char *logf) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* ---- time accounting ------------------------------------------------------------------------ */
+
+/* The parts run in pieces, over sessions, so their wall time is summed from what each piece
+ * recorded: a tuning run's progress file (every invocation's closing "best: ..., N s)" line), the
+ * pre-training's "in N s", and DIR/times.tsv, where paper_cpu notes the steps it times itself
+ * (the anchors, a row's re-measure, a noise replay) as "step<TAB>seconds" (the last note counts). */
+static void time_note(const ctx_t *c, const char *step, double seconds) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/times.tsv", c->dir);
+  FILE *f = fopen(p, "a");
+  if (!f) return;
+  fprintf(f, "%s\t%.1f\n", step, seconds);
+  fclose(f);
+}
+
+static double time_of(const ctx_t *c, const char *step) {
+  char p[1024], line[512];
+  snprintf(p, sizeof p, "%s/times.tsv", c->dir);
+  FILE *f = fopen(p, "r");
+  double v = NAN;
+  if (!f) return v;
+  size_t n = strlen(step);
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, step, n) && line[n] == '\t') v = strtod(line + n + 1, NULL);
+  fclose(f);
+  return v;
+}
+
+/* Seconds a tuning run's invocations took, from its progress file; NAN when none finished. */
+static double out_seconds(const char *out) {
+  char *t = cwm_read_file(out, NULL, NULL);
+  if (!t) return NAN;
+  double s = 0;
+  int k = 0;
+  for (char *l = t; l && *l;) {
+    char *nl = strchr(l, '\n');
+    if (nl) *nl = 0;
+    if (!strncmp(l, "best:", 5)) {
+      char *cm = strrchr(l, ',');
+      double v;
+      if (cm && sscanf(cm + 1, " %lf s)", &v) == 1) s += v, k++;
+    }
+    l = nl ? nl + 1 : NULL;
+  }
+  free(t);
+  return k ? s : NAN;
+}
+
 /* ---- the models of the comparison ----------------------------------------------------------- */
 
 typedef struct {
@@ -342,6 +390,7 @@ static void measure_anchors(const ctx_t *c) {
   char p[1024];
   anchors_file(c, p, sizeof p);
   if (file_exists(p)) return;
+  double t0 = cwm_now();
   cwm_buf b;
   cwm_buf_init(&b);
   cwm_buf_printf(&b, "# id\toneDNN_us\ttorch_us (threads %d)\n", c->threads);
@@ -355,6 +404,7 @@ static void measure_anchors(const ctx_t *c) {
   }
   cwm_err e = {0};
   if (!g_stop && cwm_write_file_atomic(p, b.s, b.len, &e)) fprintf(stderr, "paper_cpu: %s\n", e.msg);
+  else if (!g_stop) time_note(c, "anchors", cwm_now() - t0);
   cwm_buf_free(&b);
 }
 
@@ -462,7 +512,11 @@ static double transfer(const ctx_t *c, const char *from_log, const char *spec, c
     snprintf(th, sizeof th, "%d", c->threads);
     char *argv[] = {(char *)c->cwm, "measure", "--workload", (char *)spec, "--steps", steps, "--log", log,
                     "--threads", th, NULL};
+    double t0 = cwm_now();
     run_cmd(argv, out);
+    char step[300];
+    snprintf(step, sizeof step, "noise/%s", tag);
+    if (!g_stop && file_exists(log)) time_note(c, step, cwm_now() - t0);
   }
   return log_best(log, 1);
 }
@@ -597,6 +651,17 @@ static void remeasure_rounds(const ctx_t *c, const char *spec, const char *steps
   free(text);
 }
 
+/* remeasure_rounds, its time noted as "step/ID" when it ran every round in this invocation. */
+static void timed_rounds(const ctx_t *c, const char *step, const row_t *r, const char *steps, int lines, int rounds,
+                         const char *log, const char *out) {
+  int fresh = log_count(log) == 0;
+  double t0 = cwm_now();
+  remeasure_rounds(c, r->spec, steps, lines, rounds, log, out);
+  char name[160];
+  snprintf(name, sizeof name, "%s/%s", step, r->id);
+  if (fresh && !g_stop && log_count(log) >= rounds * lines) time_note(c, name, cwm_now() - t0);
+}
+
 /* A schedule's re-measured figure: the median over the rounds of line j's costs (failures left
  * out; the mean of two when only two ran): one round caught by a burst of other work on the
  * machine does not decide it. NAN when every round failed. */
@@ -643,7 +708,7 @@ static void final_remeasure(const ctx_t *c, const row_t *r) {
   if (!lines || log_count(log) >= FINAL_ROUNDS * lines) return;
   fprintf(stderr, "paper_cpu: sample %s: re-measuring the %d best schedules of world@%d, ansor@%d and ansor@%d "
           "together, %d rounds\n", r->id, lines, c->world_trials, c->world_trials, c->ansor_trials, FINAL_ROUNDS);
-  remeasure_rounds(c, r->spec, steps, lines, FINAL_ROUNDS, log, out);
+  timed_rounds(c, "samplefinal", r, steps, lines, FINAL_ROUNDS, log, out);
 }
 
 /* A contender's re-measured latency (seconds): over its schedules, the best mean of their
@@ -890,7 +955,9 @@ static void rem_measure(const ctx_t *c, const char *exp, int t, const row_t *r) 
   if (!lines || log_count(log) >= REM_ROUNDS * lines) return;
   fprintf(stderr, "paper_cpu: %s %s: re-measuring the best schedules of its %d runs together, %d rounds\n", exp,
           r->id, lines, REM_ROUNDS);
-  remeasure_rounds(c, r->spec, steps, lines, REM_ROUNDS, log, out);
+  char step[64];
+  snprintf(step, sizeof step, "%sfinal", exp);
+  timed_rounds(c, step, r, steps, lines, REM_ROUNDS, log, out);
 }
 
 /* A run's re-measured latency (seconds): its best schedule's median over the rounds (failures
@@ -989,13 +1056,17 @@ static void part_long(const ctx_t *c) {
   /* then, in one stretch, each row's winners at 200 re-measured side by side */
   for (int i = 0; i < c->nrows && !g_stop && (c->long_mask & LONG_ABL200); i++)
     rem_measure(c, "b200", g_budget200, &c->rows[i]);
-  /* sample efficiency */
+  /* sample efficiency: every row's world run first (minutes each), then the ansor runs (hours
+   * each on a conv row, resumed over sessions), each row's re-measure as soon as its pair is in */
+  for (int i = 0; i < nl && !g_stop && (c->long_mask & LONG_SAMPLE); i++) {
+    const row_t *r = row_by_id(c, lid[i]);
+    if (r) tune_run(c, "sample", "world", r->id, r->spec, 1, c->world_trials);
+  }
   for (int i = 0; i < nl && !g_stop && (c->long_mask & LONG_SAMPLE); i++) {
     const row_t *r = row_by_id(c, lid[i]);
     if (!r) continue;
-    tune_run(c, "sample", "world", r->id, r->spec, 1, c->world_trials);
-    if (!g_stop) tune_run(c, "sample", "ansor", r->id, r->spec, 1, c->ansor_trials); /* not after an interrupt */
-    if (!g_stop) final_remeasure(c, r);
+    tune_run(c, "sample", "ansor", r->id, r->spec, 1, c->ansor_trials);
+    if (!g_stop) final_remeasure(c, r); /* not after an interrupt */
   }
   /* whole networks */
   const char *nets[][2] = {{"bert", "networks/bert_base_seq128.tsv"}, {"resnet50", "networks/resnet50_b1.tsv"}};
@@ -1052,6 +1123,163 @@ static void part_long(const ctx_t *c) {
 }
 
 /* ---- the report ------------------------------------------------------------------------------ */
+
+/* Time of a group of steps: seconds summed over the steps that recorded one, of how many. */
+typedef struct {
+  double s;
+  int have, want;
+} tsum_t;
+
+/* A tuning run's seconds; it counts as had only once its log holds t trials. */
+static void tsum_run(const ctx_t *c, tsum_t *ts, const char *exp, const char *model, const char *id, long seed,
+                     int t) {
+  char log[1024], sum[1024], out[1024];
+  run_paths(c, exp, model, id, seed, log, sum, out, sizeof log);
+  ts->want++;
+  double v = out_seconds(out);
+  if (isfinite(v)) ts->s += v;
+  if (isfinite(v) && log_count(log) >= t) ts->have++;
+}
+
+static void tsum_step(const ctx_t *c, tsum_t *ts, const char *step) {
+  ts->want++;
+  double v = time_of(c, step);
+  if (isfinite(v)) ts->s += v, ts->have++;
+}
+
+static void tsum_row(cwm_buf *r, const char *what, const tsum_t *ts, tsum_t *total) {
+  cwm_buf_printf(r, "| %s | %d of %d | %.0f | %.1f |\n", what, ts->have, ts->want, ts->s, ts->s / 60);
+  total->s += ts->s, total->have += ts->have, total->want += ts->want;
+}
+
+/* Seconds of the ansor pre-training, from its output ("... in N s"); NAN if it did not finish. */
+static double pretrain_seconds(const ctx_t *c) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/ansor-pretrained.out", c->dir);
+  char *t = cwm_read_file(p, NULL, NULL);
+  double v = NAN;
+  for (char *q = t; q && (q = strstr(q, " in ")); q += 4) {
+    double x;
+    char tail[4];
+    if (sscanf(q + 4, "%lf %1[s]", &x, tail) == 2) v = x;
+  }
+  free(t);
+  return v;
+}
+
+/* Section 7: how long each experiment took on this machine, summed from its pieces. */
+static void report_time(const ctx_t *c, cwm_buf *r) {
+  cwm_buf_printf(r, "## 7. Time\n\nSeconds as recorded by each piece: a tuning run's own elapsed time (every "
+                    "invocation's closing line in its .out file), the pre-training's, and the anchors, re-measures "
+                    "and noise replays as paper_cpu timed them (`%s/times.tsv`). The parts ran in pieces, over "
+                    "sessions; the sum is what one uninterrupted run takes, give or take the machine of the day. "
+                    "A step counts as done once its log is complete (partial runs' seconds are in the sum, and so is any time a run was paused to keep the machine quiet for other timing).\n\n",
+                 c->dir);
+  cwm_buf_printf(r, "| quick part | done | seconds | minutes |\n|---|---:|---:|---:|\n");
+  tsum_t total = {0};
+  for (int k = 0; k < 4; k++) {
+    tsum_t t = {0};
+    for (int s = 0; s < c->nseeds; s++)
+      for (int i = 0; i < c->nrows; i++) tsum_run(c, &t, "b64", QUICK_MODELS[k], c->rows[i].id, c->seeds[s], g_budget);
+    char w[96];
+    snprintf(w, sizeof w, "budget %d, %s", g_budget, QUICK_MODELS[k]);
+    tsum_row(r, w, &t, &total);
+  }
+  for (int k = 0; k < 3; k++) {
+    tsum_t t = {0};
+    for (int i = 0; i < c->nrows; i++) tsum_run(c, &t, "b64", ABL_MODELS[k], c->rows[i].id, 1, g_budget);
+    char w[96];
+    snprintf(w, sizeof w, "ablation at %d, %s%s", g_budget, ABL_MODELS[k],
+             g_no_static && !strcmp(ABL_MODELS[k], "static") ? " (left out: --no-static)" : "");
+    if (g_no_static && !strcmp(ABL_MODELS[k], "static")) t.want = 0;
+    tsum_row(r, w, &t, &total);
+  }
+  {
+    tsum_t t = {0}, x = {0};
+    for (int p = 0; p < NNOISE; p++) {
+      if (!row_by_id(c, NOISE[p].a_id)) continue;
+      if (!row_by_id(c, NOISE[p].b_id)) tsum_run(c, &t, "noise", "world", NOISE[p].b_id, 1, g_budget);
+      char tag[256];
+      snprintf(tag, sizeof tag, "noise/%s_on_%s", NOISE[p].a_id, NOISE[p].b_id);
+      tsum_step(c, &x, tag);
+      snprintf(tag, sizeof tag, "noise/%s_on_%s", NOISE[p].b_id, NOISE[p].a_id);
+      tsum_step(c, &x, tag);
+    }
+    tsum_row(r, "noise: world on the off-by-one shapes", &t, &total);
+    tsum_row(r, "noise: best schedules replayed", &x, &total);
+  }
+  {
+    tsum_t t = {0, 0, 1};
+    double v = pretrain_seconds(c);
+    t.s = isfinite(v) ? v : 0;
+    t.have = isfinite(v);
+    tsum_row(r, "ansor pre-training", &t, &total);
+    tsum_t a = {0};
+    tsum_step(c, &a, "anchors");
+    tsum_row(r, "oneDNN and PyTorch anchors", &a, &total);
+    tsum_t m = {0};
+    char step[160];
+    for (int i = 0; i < c->nrows; i++) {
+      snprintf(step, sizeof step, "b64final/%s", c->rows[i].id);
+      tsum_step(c, &m, step);
+    }
+    tsum_row(r, "re-measure of the winners", &m, &total);
+  }
+  cwm_buf_printf(r, "| **quick part** | %d of %d | %.0f | %.1f |\n\n", total.have, total.want, total.s, total.s / 60);
+  if (total.have == total.want)
+    cwm_buf_printf(r, "Target: the quick part within 3 hours. Measured: %.2f h: %s.\n\n", total.s / 3600,
+                   total.s <= 3 * 3600 ? "met" : "not met");
+  else
+    cwm_buf_printf(r, "Target: the quick part within 3 hours. Measured so far: %.2f h with %d of its %d steps done "
+                      "(a step not done or not timed counts 0).\n\n", total.s / 3600, total.have, total.want);
+
+  cwm_buf_printf(r, "| long part | done | seconds | minutes |\n|---|---:|---:|---:|\n");
+  tsum_t lt = {0};
+  for (int k = 0; k < 4; k++) {
+    if (g_no_static && !strcmp(ABL_COLUMNS[k], "static")) continue;
+    tsum_t t = {0};
+    for (int i = 0; i < c->nrows; i++) tsum_run(c, &t, "b200", ABL_COLUMNS[k], c->rows[i].id, 1, g_budget200);
+    char w[96];
+    snprintf(w, sizeof w, "ablation at %d, %s (trials %d-%d)", g_budget200, ABL_COLUMNS[k], g_budget + 1, g_budget200);
+    tsum_row(r, w, &t, &lt);
+  }
+  {
+    tsum_t m = {0};
+    char step[160];
+    for (int i = 0; i < c->nrows; i++) {
+      snprintf(step, sizeof step, "b200final/%s", c->rows[i].id);
+      tsum_step(c, &m, step);
+    }
+    tsum_row(r, "re-measure of the winners at 200", &m, &lt);
+  }
+  char ids[512];
+  snprintf(ids, sizeof ids, "%s", c->long_ids);
+  for (char *sv = NULL, *id = strtok_r(ids, ",", &sv); id; id = strtok_r(NULL, ",", &sv)) {
+    char w[160];
+    tsum_t t = {0};
+    tsum_run(c, &t, "sample", "world", id, 1, c->world_trials);
+    snprintf(w, sizeof w, "sample %s: world, %d trials", id, c->world_trials);
+    tsum_row(r, w, &t, &lt);
+    tsum_t a = {0};
+    tsum_run(c, &a, "sample", "ansor", id, 1, c->ansor_trials);
+    snprintf(w, sizeof w, "sample %s: ansor, %d trials", id, c->ansor_trials);
+    tsum_row(r, w, &a, &lt);
+  }
+  {
+    tsum_t t = {0};
+    const char *nets[] = {"world_bert", "ansor_bert", "world_resnet50", "ansor_resnet50"};
+    for (int n = 0; n < 4; n++) {
+      char sum[1024];
+      snprintf(sum, sizeof sum, "%s/net/%s.json", c->dir, nets[n]);
+      double v = json_num(sum, "tuning_seconds");
+      t.want++;
+      if (isfinite(v)) t.s += v, t.have++;
+    }
+    tsum_row(r, "networks: BERT-base and ResNet-50, world and ansor", &t, &lt);
+  }
+  cwm_buf_printf(r, "| **long part** | %d of %d | %.0f | %.1f |\n\n", lt.have, lt.want, lt.s, lt.s / 60);
+}
+
 
 static double geo(const double *v, int n) {
   double s = 0;
@@ -1468,8 +1696,9 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
     char f[2][32];
     fmt(f[0], 32, "%.3f", geo(v, a));
     fmt(f[1], 32, "%.3f", geo(m, b));
-    cwm_buf_printf(&r, "geometric mean %s (%d rows); memory-bound rows %s (%d rows).\n", f[0], a, f[1], b);
+    cwm_buf_printf(&r, "geometric mean %s (%d rows); memory-bound rows %s (%d rows).\n\n", f[0], a, f[1], b);
   }
+  report_time(c, &r);
   cwm_err e = {0};
   if (cwm_write_file_atomic(c->report, r.s, r.len, &e)) fprintf(stderr, "paper_cpu: %s\n", e.msg);
   else fprintf(stderr, "paper_cpu: report written to %s (plots in %s)\n", c->report, c->plots);

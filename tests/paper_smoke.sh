@@ -61,6 +61,16 @@ sed -i '$d' "$W/runs/b64final/layernorm.tags"
 run 3 || { cat "$W/stderr.3"; exit 1; }
 [ -s "$W/runs/b64final/layernorm.jsonl.stale" ] || fail "a changed re-measure list did not keep the old records"
 [ "$(wc -l < "$W/runs/b64final/layernorm.jsonl")" = 18 ] || fail "a changed re-measure list was not measured again"
+# section 7: every piece of the quick part timed (the tuning runs from their .out files, the
+# anchors and re-measures from times.tsv), so the report can say whether it fits in 3 hours
+for step in anchors b64final/softmax_attn b64final/layernorm; do
+  grep -Eq "^$step	[0-9.]+$" "$W/runs/times.tsv" || fail "times.tsv: no time for $step"
+done
+grep -Eq '^\| \*\*quick part\*\* \| 16 of 16 \| [0-9]+ \|' "$W/REPORT.md" ||
+  fail "the time section does not count every quick step: $(grep 'quick part\*\*' "$W/REPORT.md")"
+grep -q "Target: the quick part within 3 hours. Measured: 0.[0-9][0-9] h: met" "$W/REPORT.md" ||
+  fail "the time section lacks its verdict"
+grep -Eq '^\| budget 3, world \| 2 of 2 \| [0-9]+ \|' "$W/REPORT.md" || fail "the time section lacks world's runs"
 # the ablations continued (5 trials here for 200), each from its budget-64 log, then their
 # winners re-measured per row like the budget-64 ones; the report's second ablation table reads them
 "$PAPER" --part ablate200 --budget 3 --budget200 5 --seeds 1 --ids softmax_attn,layernorm --no-torch --no-static \
@@ -111,4 +121,7 @@ grep -E '^\| softmax_attn( \| [0-9.]+){9} \|$' "$W/REPORT.md" > /dev/null ||
 n3=$(wc -l < "$F.jsonl")
 srun 3 || { cat "$W/stderr.s3"; exit 1; }
 [ "$(wc -l < "$F.jsonl")" = "$n3" ] || fail "sample: a complete re-measure was measured again"
+for step in b200final/layernorm samplefinal/softmax_attn; do
+  grep -Eq "^$step	[0-9.]+$" "$W/runs/times.tsv" || fail "times.tsv: no time for $step"
+done
 echo "paper_smoke: ok ($after records, report and plots written, resumed without measuring; sample part re-measured $L lists three times)"
