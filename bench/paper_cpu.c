@@ -1571,12 +1571,14 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   for (int b = 0; b < 2; b++) {
     int T = b ? g_budget200 : g_budget;
     const char *exp = b ? "b200" : "b64";
+    char span[96] = "";
+    if (b) snprintf(span, sizeof span, " of trials %d-%d (a run continues its %d-trial log)", g_budget + 1, T, g_budget);
     cwm_buf_printf(&r, "Best latency in us after %d measurements (%s); search seconds = tuning time minus building "
-                       "and running (scoring and evolution).\n\n| row | world | no-transition | static | no-contrastive |\n"
+                       "and running (scoring and evolution)%s.\n\n| row | world | no-transition | static | no-contrastive |\n"
                        "|---|---:|---:|---:|---:|\n", T,
                    b ? "each run's best schedule re-measured with the others of its row, as in section 1; a row "
                        "marked * as logged"
-                     : "re-measured with section 1's, a row marked * as logged");
+                     : "re-measured with section 1's, a row marked * as logged", span);
     double worse[3][MAXID], secs[4][MAXID];
     for (int i = 0; i < nr; i++) {
       double v[4];
@@ -1590,7 +1592,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                                      : NAN;
         double ts = json_num(sum, "tuning_seconds"), bs = json_num(sum, "build_seconds"),
                rs = json_num(sum, "run_seconds");
-        secs[k][i] = isfinite(ts) && isfinite(bs) && isfinite(rs) && json_num(sum, "resumed") == 0 ? ts - bs - rs : NAN;
+        secs[k][i] = isfinite(ts) && isfinite(bs) && isfinite(rs) && json_num(sum, "resumed") == (b ? g_budget : 0) ? ts - bs - rs : NAN;
       }
       for (int k = 1; k < 4; k++) worse[k - 1][i] = v[k] / v[0];
       char f[4][32];
