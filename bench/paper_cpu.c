@@ -1152,6 +1152,17 @@ static void tsum_row(cwm_buf *r, const char *what, const tsum_t *ts, tsum_t *tot
   total->s += ts->s, total->have += ts->have, total->want += ts->want;
 }
 
+/* The row of a re-measure: every suite row's "step/ID" note. */
+static void tsum_remeasure(const ctx_t *c, cwm_buf *r, const char *step, const char *what, tsum_t *total) {
+  tsum_t m = {0};
+  char name[160];
+  for (int i = 0; i < c->nrows; i++) {
+    snprintf(name, sizeof name, "%s/%s", step, c->rows[i].id);
+    tsum_step(c, &m, name);
+  }
+  tsum_row(r, what, &m, total);
+}
+
 /* Seconds of the ansor pre-training, from its output ("... in N s"); NAN if it did not finish. */
 static double pretrain_seconds(const ctx_t *c) {
   char p[1024];
@@ -1217,13 +1228,7 @@ static void report_time(const ctx_t *c, cwm_buf *r) {
     tsum_t a = {0};
     tsum_step(c, &a, "anchors");
     tsum_row(r, "oneDNN and PyTorch anchors", &a, &total);
-    tsum_t m = {0};
-    char step[160];
-    for (int i = 0; i < c->nrows; i++) {
-      snprintf(step, sizeof step, "b64final/%s", c->rows[i].id);
-      tsum_step(c, &m, step);
-    }
-    tsum_row(r, "re-measure of the winners", &m, &total);
+    tsum_remeasure(c, r, "b64final", "re-measure of the winners", &total);
   }
   cwm_buf_printf(r, "| **quick part** | %d of %d | %.0f | %.1f |\n\n", total.have, total.want, total.s, total.s / 60);
   if (total.have == total.want)
@@ -1243,15 +1248,7 @@ static void report_time(const ctx_t *c, cwm_buf *r) {
     snprintf(w, sizeof w, "ablation at %d, %s (trials %d-%d)", g_budget200, ABL_COLUMNS[k], g_budget + 1, g_budget200);
     tsum_row(r, w, &t, &lt);
   }
-  {
-    tsum_t m = {0};
-    char step[160];
-    for (int i = 0; i < c->nrows; i++) {
-      snprintf(step, sizeof step, "b200final/%s", c->rows[i].id);
-      tsum_step(c, &m, step);
-    }
-    tsum_row(r, "re-measure of the winners at 200", &m, &lt);
-  }
+  tsum_remeasure(c, r, "b200final", "re-measure of the winners at 200", &lt);
   char ids[512];
   snprintf(ids, sizeof ids, "%s", c->long_ids);
   for (char *sv = NULL, *id = strtok_r(ids, ",", &sv); id; id = strtok_r(NULL, ",", &sv)) {
