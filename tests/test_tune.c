@@ -1,6 +1,7 @@
 /* test_tune.c: the tuner. The same seed measures the same candidates; a resumed run measures
  * nothing twice; the exported kernel builds with only cc + OpenMP and its example agrees with
- * the reference; a workload where every candidate fails ends with a clear error. */
+ * the reference; a workload where every candidate fails ends with a clear error; the family quota
+ * spreads a later round over families a crowding model would leave out. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,11 +165,83 @@ static void test_all_fail(void) {
   cwm_tune_result_free(&r);
 }
 
+/* A cost model that likes one kind of family best: the score is the family hash's low byte, so a
+ * round's top candidates crowd into one or two families. */
+static int family_predict(cwm_costmodel *m, cwm_state *const *states, int n, double *scores, cwm_err *err) {
+  (void)m, (void)err;
+  for (int i = 0; i < n; i++) {
+    char *t = cwm_state_print(states[i]);
+    uint64_t jitter = cwm_hash64(t, strlen(t)) % 1000;
+    free(t);
+    scores[i] = (double)(cwm_state_family(states[i]) & 0xff) + 1e-4 * (double)jitter;
+  }
+  return 0;
+}
+static void family_free(cwm_costmodel *m) { free(m); }
+
+/* The picks of a run's second round (records 17..32): how many families, the most of one. */
+static void second_round_families(double quota, int *nfam, int *most) {
+  char a[128];
+  snprintf(a, sizeof a, "%s/family_%g.jsonl", tmpdir, quota);
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec("dense M=64 N=64 K=64 bias=1 act=gelu", NULL, &e);
+  cwm_measure_opts mo = test_measure_opts(1);
+  cwm_task *t = cwm_task_new(w, &mo, &e);
+  cwm_costmodel *m = calloc(1, sizeof *m);
+  m->name = "family";
+  m->predict = family_predict;
+  m->free = family_free;
+  cwm_tune_opts o;
+  cwm_tune_opts_default(&o);
+  o.trials = 32;
+  o.per_round = 16;
+  o.population = 128;
+  o.generations = 2;
+  o.family_quota = quota;
+  o.log_path = a;
+  cwm_tune_result r;
+  CHECKF(cwm_tune(t, m, &o, &r, &e) == 0, "%s", e.msg);
+  cwm_tune_result_free(&r);
+  cwm_record *recs;
+  int n = 0, nbad;
+  CHECKF(cwm_log_read(a, &recs, &n, &nbad, &e) == 0 && n == 32, "%d records: %s", n, e.msg);
+  uint64_t fam[16];
+  int cnt[16] = {0};
+  *nfam = *most = 0;
+  for (int i = 16; i < n && i < 32; i++) {
+    cwm_state *st = NULL;
+    CHECKF(cwm_state_replay(cwm_task_dag(t), recs[i].steps, recs[i].nsteps, &st, NULL, &e) == 0, "%s", e.msg);
+    if (!st) continue;
+    uint64_t f = cwm_state_family(st);
+    cwm_state_free(st);
+    int k = 0;
+    while (k < *nfam && fam[k] != f) k++;
+    if (k == *nfam) fam[(*nfam)++] = f;
+    if (++cnt[k] > *most) *most = cnt[k];
+  }
+  cwm_records_free(recs, n);
+  cwm_costmodel_free(m);
+  cwm_task_free(t);
+  cwm_workload_free(w);
+}
+
+static void test_family_quota(void) {
+  int nf0, most0, nf1, most1;
+  second_round_families(0, &nf0, &most0);
+  second_round_families(0.25, &nf1, &most1);
+  /* off: the model's favourite family takes most of the round; on: a quarter each (4 of 16)
+   * while the pool of candidates has other families, the rest in score order */
+  fprintf(stderr, "family quota: off %d families, most %d; on %d families, most %d\n", nf0, most0, nf1, most1);
+  CHECKF(most0 >= 12, "without the quota the most of one family is %d (%d families)", most0, nf0);
+  CHECKF(nf1 > nf0 && most1 <= 8, "with the quota: %d families, the most of one %d", nf1, most1);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/cwm-tune-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
   test_determinism_and_resume();
   test_all_fail();
+  test_family_quota();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

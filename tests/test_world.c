@@ -581,6 +581,46 @@ int main(void) {
     }
     free(p0);
     cwm_costmodel_free(fresh);
+    /* a family the online model never saw (here: the first scored state's) is ranked by the world
+     * model alone; measured families blend: fed the same records without that family, the scores
+     * of its candidates are the world model's own ranks, and some other candidate's are not */
+    if (n >= 200) {
+      uint64_t f0 = cwm_state_family(s[q]);
+      cwm_state **fs = calloc((size_t)q, sizeof *fs);
+      cwm_record *fr = calloc((size_t)q, sizeof *fr);
+      int nf = 0;
+      for (int i = 0; i < q; i++)
+        if (cwm_state_family(s[i]) != f0) fs[nf] = s[i], fr[nf++] = recs[i];
+      CHECKF(nf >= 128, "%d records outside the family", nf);
+      double *pf[2];
+      for (int k = 0; k < 2; k++) {
+        setenv("CWM_WORLD_HANDOFF", k ? "0" : "1", 1);
+        cwm_world *hw = cwm_world_load(dp, &e);
+        cwm_costmodel *c = hw ? cwm_costmodel_world(hw, &e) : NULL;
+        CHECKF(c != NULL, "%s", e.msg);
+        pf[k] = calloc(150, sizeof(double));
+        if (c) {
+          CHECKF(cwm_costmodel_update(c, fs, fr, nf, &e) == 0, "%s", e.msg);
+          CHECKF(cwm_costmodel_predict(c, s + q, 150, pf[k], &e) == 0, "%s", e.msg);
+        }
+        cwm_costmodel_free(c);
+      }
+      unsetenv("CWM_WORLD_HANDOFF");
+      int unseen = 0, own = 1, blended = 0;
+      for (int i = 0; i < 150; i++) {
+        if (!(pf[1][i] > CWM_SCORE_INVALID)) continue;
+        int below = 0, valid = 0, tie = 0; /* the world model's own rank of i among the 150 */
+        for (int j = 0; j < 150; j++)
+          if (pf[1][j] > CWM_SCORE_INVALID) valid++, below += pf[1][j] < pf[1][i], tie += j != i && pf[1][j] == pf[1][i];
+        double r = valid > 1 ? (double)below / (valid - 1) : 1.0;
+        if (cwm_state_family(s[q + i]) == f0 && !tie) unseen++, own &= fabs(pf[0][i] - r) < 1e-9;
+        else blended |= fabs(pf[0][i] - r) > 1e-6;
+      }
+      CHECKF(unseen >= 1 && own && blended, "unseen %d own %d blended %d", unseen, own, blended);
+      for (int k = 0; k < 2; k++) free(pf[k]);
+      free(fs);
+      free(fr);
+    }
     for (int k = 0; k < 3; k++) {
       cwm_costmodel_free(cm[k]);
       free(p[k]);

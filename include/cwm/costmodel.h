@@ -20,6 +20,10 @@ struct cwm_costmodel {
   /* 1 when scores never depend on measurements (random): the search then does not seed its
    * population with the best measured programs, so its decisions do not depend on timings */
   int ignores_measurements;
+  /* the search's family quota this model is meant to be searched with (cwm_tune_opts
+   * .family_quota < 0 takes it): 0 for Ansor's and random (TVM's search), 0.25 for the world
+   * model's */
+  double family_quota;
 };
 
 int cwm_costmodel_update(cwm_costmodel *m, cwm_state *const *states, const cwm_record *recs, int n, cwm_err *err);

@@ -36,6 +36,9 @@ typedef struct {
   int generations;         /* 4 */
   double mutation_prob;    /* 0.85 */
   double eps_greedy;       /* 0.05 */
+  double family_quota;     /* the most of a round's picks (a fraction) that one family
+                              (cwm_state_family) may take once programs are measured; 0 = off
+                              (TVM's search); < 0 (default) = the cost model's family_quota */
   int init_min_population; /* 50 */
   int init_population;     /* random samples that start a round's evolution; 0 = population (as
                               Ansor: one batch of `population` annotations, the distinct valid

@@ -110,6 +110,11 @@ void cwm_state_free(cwm_state *s);
 int cwm_state_apply(cwm_state *s, const cwm_step *st, cwm_err *err);
 /* 0 if some SP step still has an unknown (0) length: a sketch, not a program. */
 int cwm_state_is_complete(const cwm_state *s);
+/* The program's family: a hash of its sketch, compute locations and annotations (each step's
+ * kind and stage, a CA's target stage and loop, an AN's kind: parallel, vectorize, unroll),
+ * blind to tile sizes, how many loops a fuse takes, which loop an annotation lands on and unroll
+ * depths. Programs of one family differ only in those numbers. */
+uint64_t cwm_state_family(const cwm_state *s);
 /* Replays steps from the initial state; on success *out is the final state. If trace is
  * non-NULL it receives n+1 owned states (initial, after step 1, ...). */
 int cwm_state_replay(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out,

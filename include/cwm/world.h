@@ -171,6 +171,9 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
  * NDCG@10 and Kendall's tau, as a Markdown table; with list, every record in the model's order.
  * For looking into a search: which of the candidates it measured the model would have put first. */
 int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out, cwm_err *err);
+/* Updates m with the first count (all: <= 0) measured records of log, per_round at a time, in
+ * the log's order, as the tuning run that measured them did. */
+int cwm_eval_train(cwm_costmodel *m, const char *log, int count, int per_round, cwm_err *err);
 
 /* Syntactic noise without measuring: count candidates of workload a from the search's initial
  * sampler (seed), the same schedules replayed on b (cwm_replay_fit), both scored by m; prints

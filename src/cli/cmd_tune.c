@@ -17,7 +17,7 @@ static const char *TUNE_HELP =
     "                [--seed S] [--log FILE] [--export DIR] [--summary FILE] [--threads T]\n"
     "                [--per-round N] [--population N] [--generations N]\n"
     "                [--name NAME] [--suite FILE] [--repeats R] [--min-repeat-ms MS]\n"
-    "                [--confirm K] [--quiet]\n"
+    "                [--confirm K] [--family-quota F] [--quiet]\n"
     "       cwm tune --network FILE [--trials N] [--per-round N] [--model random|ansor|world]\n"
     "                [--model-file MODEL] [--seed S] [--log FILE] [--export DIR] [--summary FILE]\n"
     "                [--threads T] [--population N] [--generations N] [--pretrained FILE]\n"
@@ -38,6 +38,10 @@ static const char *TUNE_HELP =
     "3 times, and the lowest median is the result (best_us; best_logged_us is its tuning-time\n"
     "figure): the machine's speed drifts, so the lowest logged figure is partly luck. 0 = off.\n"
     "(--network runs do not confirm.)\n"
+    "--family-quota F: from the second round on, at most F of a round's picks share a family\n"
+    "(sketch, compute locations and annotation kinds; tile sizes aside), so that the model's best\n"
+    "candidates of other families are measured too. Default: the model's (world 0.25; ansor and\n"
+    "random 0, TVM's search). 0 = off.\n"
     "\n"
     "--network FILE tunes a whole network: a list of subgraphs with weights (how often each runs;\n"
     "networks/README.md, e.g. networks/bert_base_seq128.tsv, networks/resnet50_b1.tsv). The\n"
@@ -81,7 +85,7 @@ int cmd_tune(int argc, char **argv) {
                  {"--per-round", 1, NULL}, {"--population", 1, NULL},    {"--generations", 1, NULL},
                  {"--pretrained", 1, NULL}, {"--name", 1, NULL},         {"--suite", 1, NULL},
                  {"--quiet", 0, NULL},      {"--network", 1, NULL},      {"--repeats", 1, NULL},
-                 {"--min-repeat-ms", 1, NULL}, {"--confirm", 1, NULL}};
+                 {"--min-repeat-ms", 1, NULL}, {"--confirm", 1, NULL},  {"--family-quota", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), TUNE_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   if (cli_get(o, NOPT(o), "--network")) return cmd_tune_network(o, NOPT(o), TUNE_HELP);
@@ -101,6 +105,13 @@ int cmd_tune(int argc, char **argv) {
   to.population = (int)cli_get_long(o, NOPT(o), "--population", to.population);
   to.generations = (int)cli_get_long(o, NOPT(o), "--generations", to.generations);
   to.log_path = cli_get(o, NOPT(o), "--log");
+  const char *fq = cli_get(o, NOPT(o), "--family-quota");
+  if (fq) {
+    char *end;
+    to.family_quota = strtod(fq, &end);
+    if (*end || !(to.family_quota >= 0 && to.family_quota <= 1))
+      return cli_usage("tune", TUNE_HELP, "--family-quota must be a fraction 0..1, not '%s'", fq);
+  }
   long confirm = cli_get_long(o, NOPT(o), "--confirm", 8);
   if (confirm < 0 || confirm > 64) return cli_usage("tune", TUNE_HELP, "--confirm must be 0..64, not %ld", confirm);
   to.confirm = (int)confirm;

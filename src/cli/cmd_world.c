@@ -59,11 +59,13 @@ static const char *EVAL_HELP =
     "group, cost (s), ansor's score (held-out only), z_T, action features, E(s_T), z_0.\n"
     "\n"
     "usage: cwm eval score --records LOG [--model {world,ansor,random}] [--model-file MODEL]\n"
-    "                      [--pretrained FILE] [--seed S] [--list]\n"
+    "                      [--pretrained FILE] [--seed S] [--list] [--train LOG [--train-count N]]\n"
     "How a cost model (default world, the default model file) orders the measured records of\n"
     "each workload in LOG (a tuning log, all of it): best latency, the latency of the model's\n"
     "first pick and best of its top 8, top-1/top-5 scores, NDCG@10, Kendall's tau; --list\n"
-    "prints every record in the model's order. For looking into a search's picks.\n"
+    "prints every record in the model's order. For looking into a search's picks. --train LOG\n"
+    "first updates the model with LOG's measured records (the first N: --train-count), 64 at a\n"
+    "time, as the search that measured them did: how that search's model orders other records.\n"
     "\n"
     "usage: cwm eval noise --workload A --other B [--count N] [--seed S] [--suite FILE]\n"
     "                      [--model {world,ansor,random}] [--model-file MODEL] [--pretrained FILE]\n"
@@ -232,7 +234,8 @@ int cmd_train(int argc, char **argv) {
 
 static int eval_score(int argc, char **argv) {
   cli_opt o[] = {{"--records", 1, NULL},    {"--model", 1, NULL}, {"--model-file", 1, NULL},
-                 {"--pretrained", 1, NULL}, {"--seed", 1, NULL},  {"--list", 0, NULL}};
+                 {"--pretrained", 1, NULL}, {"--seed", 1, NULL},  {"--list", 0, NULL},
+                 {"--train", 1, NULL},      {"--train-count", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), EVAL_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   const char *recs = cli_get(o, NOPT(o), "--records"), *model = cli_get(o, NOPT(o), "--model");
@@ -243,7 +246,19 @@ static int eval_score(int argc, char **argv) {
   if (!m) return cli_fail(&e);
   cwm_buf out;
   cwm_buf_init(&out);
+  const char *train = cli_get(o, NOPT(o), "--train");
+  long tcount = cli_get_long(o, NOPT(o), "--train-count", 0);
   cwm_buf_printf(&out, "# cwm eval score\n\nmodel %s, records %s\n\n", m->name, recs);
+  if (train) {
+    rc = cwm_eval_train(m, train, (int)tcount, 64, &e);
+    if (rc) {
+      cwm_costmodel_free(m);
+      cwm_buf_free(&out);
+      return cli_fail(&e);
+    }
+    if (tcount > 0) cwm_buf_printf(&out, "trained first on the first %ld records of %s, 64 at a time\n\n", tcount, train);
+    else cwm_buf_printf(&out, "trained first on the records of %s, 64 at a time\n\n", train);
+  }
   rc = cwm_eval_score(m, recs, cli_get(o, NOPT(o), "--list") != NULL, &out, &e);
   cwm_costmodel_free(m);
   if (!rc) fputs(out.s, stdout);

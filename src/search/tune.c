@@ -23,6 +23,7 @@ void cwm_tune_opts_default(cwm_tune_opts *o) {
   o->generations = 4;
   o->mutation_prob = 0.85;
   o->eps_greedy = 0.05;
+  o->family_quota = -1;
   o->init_min_population = 50;
   o->confirm_rounds = 3;
   o->seed = 1;
@@ -313,7 +314,12 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
   for (int i = 0; i < ninit; i++) pop[npop++].s = cwm_state_clone(init[i]);
   for (int i = 0; i < nbest; i++) pop[npop++].s = cwm_state_clone(t->meas[i].s);
   for (int i = 0; i < npop; i++) pop[i].h = state_hash(pop[i].s);
-  best_t best = {.cap = want * 2};
+  /* the family quota: once measured programs seed the population, the evolution crowds around
+   * the incumbent's family; at most quota of the greedy picks may share a family, so that the
+   * model's best candidates of other families are measured too */
+  double fq = o->family_quota < 0 ? t->model->family_quota : o->family_quota;
+  int quota = t->nmeas && fq > 0 ? (int)(fq * want + 0.999) : 0;
+  best_t best = {.cap = want * (quota ? 8 : 2)};
   best.c = cwm_xcalloc((size_t)best.cap, sizeof *best.c);
   for (int g = 0; g <= o->generations && rc == 0; g++) {
     if ((rc = score_all(t, pop, npop, err))) break;
@@ -360,7 +366,26 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
   cwm_state **out = cwm_xcalloc((size_t)(want ? want : 1), sizeof *out);
   int nout = 0;
   hset chosen = {0};
+  if (quota) {
+    uint64_t *fam = cwm_xmalloc(sizeof *fam * (size_t)(best.n ? best.n : 1));
+    int *fcount = cwm_xcalloc((size_t)(best.n ? best.n : 1), sizeof *fcount), nfam = 0;
+    for (int i = 0; i < best.n && nout < want - nrand; i++) {
+      uint64_t f = cwm_state_family(best.c[i].s);
+      int k = 0;
+      while (k < nfam && fam[k] != f) k++;
+      if (k == nfam) fam[nfam++] = f;
+      if (fcount[k] >= quota) continue;
+      fcount[k]++;
+      out[nout++] = best.c[i].s;
+      hset_add(&chosen, best.c[i].h);
+      best.c[i].s = NULL;
+    }
+    free(fam);
+    free(fcount);
+  }
+  /* the greedy picks in score order (after the quota's: what is left, if too few families) */
   for (int i = 0; i < best.n && nout < want - nrand; i++) {
+    if (!best.c[i].s) continue;
     out[nout++] = best.c[i].s;
     hset_add(&chosen, best.c[i].h);
     best.c[i].s = NULL;

@@ -737,6 +737,17 @@ int cwm_state_is_complete(const cwm_state *s) {
   return 1;
 }
 
+uint64_t cwm_state_family(const cwm_state *s) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a over (kind, stage, CA target stage and loop, AN kind) */
+  for (int i = 0; i < s->nsteps; i++) {
+    const cwm_step *st = &s->steps[i];
+    int ca = st->kind == CWM_S_CA, an = st->kind == CWM_S_AN;
+    int v[4] = {(int)st->kind, st->stage, ca || an ? st->a : 0, ca ? st->b : 0};
+    for (int k = 0; k < 4; k++) h = (h ^ (uint64_t)(unsigned)v[k]) * 1099511628211ULL;
+  }
+  return h;
+}
+
 int cwm_state_apply(cwm_state *s, const cwm_step *st, cwm_err *err) {
   if (s->nsteps >= CWM_MAX_STEPS) return cwm_fail(err, CWM_ESTEP, "too many steps (max %d)", CWM_MAX_STEPS);
   /* Steps that add stages work on a full copy; the others touch one stage plus the attach

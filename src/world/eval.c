@@ -474,6 +474,43 @@ static int by_score_desc(const void *a, const void *b) {
   return u < v ? 1 : u > v ? -1 : (x->i > y->i) - (x->i < y->i);
 }
 
+/* Updates m with the first `count` measured records of LOG (all when count <= 0), in file order,
+ * `per_round` at a time, as a tuning run that measured them would have. */
+int cwm_eval_train(cwm_costmodel *m, const char *log, int count, int per_round, cwm_err *err) {
+  part_data p;
+  int rc = load_part(log, 0, CWM_SPLIT_ALL, &p, err);
+  if (rc) return rc;
+  if (per_round <= 0) per_round = 64;
+  int *row = cwm_xmalloc(sizeof(int) * (size_t)(p.n ? p.n : 1)), n = 0;
+  int *ord = cwm_xmalloc(sizeof(int) * (size_t)(p.nrows ? p.nrows : 1));
+  for (int i = 0; i < p.n; i++) row[i] = -1;
+  for (int r = 0; r < p.nrows; r++) row[p.idx[r]] = r;
+  for (int i = 0; i < p.n && (count <= 0 || i < count); i++) /* rows in the log's order */
+    if (row[i] >= 0 && p.st[row[i]]) ord[n++] = row[i];
+  free(row);
+  cwm_state **ss = cwm_xmalloc(sizeof *ss * (size_t)per_round);
+  cwm_record *rs = cwm_xcalloc((size_t)per_round, sizeof *rs);
+  for (int b = 0; b < n && !rc; b += per_round) {
+    int k = n - b < per_round ? n - b : per_round;
+    for (int j = 0; j < k; j++) {
+      const cwm_traj *t = &p.t[p.idx[ord[b + j]]];
+      cwm_record_init(&rs[j]);
+      memcpy(rs[j].key, t->key, sizeof rs[j].key);
+      rs[j].error = t->error;
+      rs[j].ncosts = 1;
+      rs[j].costs[0] = t->cost;
+      ss[j] = p.st[ord[b + j]];
+    }
+    rc = cwm_costmodel_update(m, ss, rs, k, err);
+    for (int j = 0; j < k; j++) cwm_record_free(&rs[j]);
+  }
+  free(rs);
+  free(ss);
+  free(ord);
+  part_free(&p);
+  return rc;
+}
+
 int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out, cwm_err *err) {
   part_data p;
   int rc = load_part(records, 0, CWM_SPLIT_ALL, &p, err);
@@ -484,10 +521,22 @@ int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out
   }
   int N = p.nrows;
   double *sc = cwm_xmalloc(sizeof(double) * (size_t)N);
-  for (int i = 0; i < N && !rc; i++) {
-    sc[i] = CWM_SCORE_INVALID;
-    if (p.st[i]) rc = cwm_costmodel_predict(m, &p.st[i], 1, &sc[i], err);
+  /* one batch per workload, as the search scores a population: a model may score relative to
+   * the batch (the world model's hand-off blends ranks) */
+  cwm_state **bs = cwm_xmalloc(sizeof *bs * (size_t)N);
+  double *bv = cwm_xmalloc(sizeof(double) * (size_t)N);
+  for (int g = 0, off = 0; g < p.ng && !rc; off += p.gsize[g++]) {
+    int nb = 0;
+    for (int i = off; i < off + p.gsize[g]; i++) {
+      sc[i] = CWM_SCORE_INVALID;
+      if (p.st[i]) bs[nb++] = p.st[i];
+    }
+    if (nb) rc = cwm_costmodel_predict(m, bs, nb, bv, err);
+    for (int i = off, k = 0; i < off + p.gsize[g] && !rc; i++)
+      if (p.st[i]) sc[i] = bv[k++];
   }
+  free(bs);
+  free(bv);
   cwm_buf_printf(out, "| workload | records | best (us) | model's top-1 (us) | best of its top 8 (us) | top-1 | top-5 | "
                       "NDCG@10 | Kendall tau |\n|---|---|---|---|---|---|---|---|---|\n");
   int *ord = cwm_xmalloc(sizeof(int) * (size_t)(N ? N : 1));

@@ -503,7 +503,24 @@ typedef struct {
   float *rows;
   double *costs;
   int n, cap;
+  uint64_t *fam; /* the measured programs' families (cwm_state_family) and how many of each */
+  int *fcount;
+  int nfam, capfam;
 } wm_group;
+
+static int *family_slot(wm_group *g, uint64_t f, int add) {
+  for (int i = 0; i < g->nfam; i++)
+    if (g->fam[i] == f) return &g->fcount[i];
+  if (!add) return NULL;
+  if (g->nfam == g->capfam) {
+    g->capfam = g->capfam ? 2 * g->capfam : 16;
+    g->fam = cwm_xrealloc(g->fam, sizeof *g->fam * (size_t)g->capfam);
+    g->fcount = cwm_xrealloc(g->fcount, sizeof *g->fcount * (size_t)g->capfam);
+  }
+  g->fam[g->nfam] = f;
+  g->fcount[g->nfam] = 0;
+  return &g->fcount[g->nfam++];
+}
 
 /* The hand-off. The world model's strength is what it knows before a workload's first
  * measurement; once hundreds are in, a model trained on them alone, over features of the whole
@@ -516,6 +533,16 @@ typedef struct {
  * CWM_WORLD_HANDOFF=0 turns it off. */
 #define HANDOFF_MIN 128
 #define HANDOFF_HALF 256.0
+/* Ansor's model knows only what was measured: a candidate of a family (cwm_state_family) with
+ * few measured programs is one it extrapolates to, where the world model's prior ranks better
+ * (session 18: trained on world's 1,000 conv_s1_3x3 records, Ansor's model put none of the 331
+ * programs under 1,100 us of Ansor's own 4,192 among its top 64, the world model alone 39). So
+ * its weight is also scaled by nf / (nf + FAMILY_HALF), nf the candidate's family's records. */
+#define FAMILY_HALF 32.0
+/* The search's family quota for this model (cwm_tune_opts.family_quota): the world model's
+ * prior and the hand-off's trust in measured families make its picks crowd the incumbent's
+ * family; a quarter of a round at most goes to one family, the rest to the best of others. */
+#define WORLD_FAMILY_QUOTA 0.25
 
 typedef struct {
   cwm_costmodel base;
@@ -663,11 +690,15 @@ static int world_predict(cwm_costmodel *base, cwm_state *const *states, int n, d
   double *on = cwm_xmalloc(sizeof(double) * (size_t)n);
   rc = cwm_costmodel_predict(m->online, states, n, on, err);
   if (!rc) {
-    double a = g->n / (g->n + HANDOFF_HALF);
+    double a0 = g->n / (g->n + HANDOFF_HALF);
     to_ranks(scores, n);
     to_ranks(on, n);
-    for (int i = 0; i < n; i++)
-      if (scores[i] > CWM_SCORE_INVALID) scores[i] = on[i] > CWM_SCORE_INVALID ? (1 - a) * scores[i] + a * on[i] : 0;
+    for (int i = 0; i < n; i++) {
+      if (!(scores[i] > CWM_SCORE_INVALID)) continue;
+      const int *nf = states[i] ? family_slot((wm_group *)g, cwm_state_family(states[i]), 0) : NULL;
+      double a = a0 * (nf ? *nf / (*nf + FAMILY_HALF) : 0);
+      scores[i] = on[i] > CWM_SCORE_INVALID ? (1 - a) * scores[i] + a * on[i] : 0;
+    }
   }
   free(on);
   return rc;
@@ -703,6 +734,7 @@ static int world_update(cwm_costmodel *base, cwm_state *const *states, const cwm
     }
     memcpy(g->rows + (size_t)g->n * nf, rows + (size_t)i * nf, sizeof(float) * (size_t)nf);
     g->costs[g->n++] = cwm_record_cost(&recs[i]);
+    if (states[i]) (*family_slot(g, cwm_state_family(states[i]), 1))++;
     int gi = (int)(g - m->groups), seen = 0;
     for (int k = 0; k < ntouched; k++) seen |= touched[k] == gi;
     if (!seen) touched[ntouched++] = gi;
@@ -734,6 +766,8 @@ static void world_free(cwm_costmodel *base) {
   for (int g = 0; g < m->ngroups; g++) {
     free(m->groups[g].rows);
     free(m->groups[g].costs);
+    free(m->groups[g].fam);
+    free(m->groups[g].fcount);
   }
   free(m->groups);
   free(m->rowbuf);
@@ -758,6 +792,7 @@ cwm_costmodel *cwm_costmodel_world(cwm_world *w, cwm_err *err) {
   m->base.predict = world_predict;
   m->base.save = world_save;
   m->base.free = world_free;
+  m->base.family_quota = WORLD_FAMILY_QUOTA;
   m->w = w;
   const char *h = getenv("CWM_WORLD_HANDOFF");
   if (!(h && !strcmp(h, "0"))) {
