@@ -1365,7 +1365,12 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                  argv0_cmd, c->world_trials, c->ansor_trials);
   cwm_buf_printf(&r, "Models: ");
   for (int k = 0; k < NMODELS; k++) cwm_buf_printf(&r, "%s`%s`: %s", k ? "; " : "", MODELS[k].name, MODELS[k].what);
-  cwm_buf_printf(&r, ".\n\n");
+  cwm_buf_printf(&r, ". Every model is searched by the same evolution (Ansor's sketches, mutations and "
+                     "epsilon-greedy picks); the world models' own search policy adds, from the second round on, "
+                     "the family quota (at most a quarter of a round's picks share a sketch, compute locations "
+                     "and annotation kinds) and, from 128 records of a workload on, the hand-off to Ansor's model "
+                     "trained on them, weighted by how much of each candidate's family was measured (README, "
+                     "\"hand-off\"; since session 18: runs of more than 64 trials from before then are stale).\n\n");
 
   /* (1) budget 64 */
   int nr = c->nrows, ns = c->nseeds;

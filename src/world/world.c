@@ -508,18 +508,25 @@ typedef struct {
   int nfam, capfam;
 } wm_group;
 
-static int *family_slot(wm_group *g, uint64_t f, int add) {
+static int family_count(const wm_group *g, uint64_t f) {
   for (int i = 0; i < g->nfam; i++)
-    if (g->fam[i] == f) return &g->fcount[i];
-  if (!add) return NULL;
+    if (g->fam[i] == f) return g->fcount[i];
+  return 0;
+}
+
+static void family_add(wm_group *g, uint64_t f) {
+  for (int i = 0; i < g->nfam; i++)
+    if (g->fam[i] == f) {
+      g->fcount[i]++;
+      return;
+    }
   if (g->nfam == g->capfam) {
     g->capfam = g->capfam ? 2 * g->capfam : 16;
     g->fam = cwm_xrealloc(g->fam, sizeof *g->fam * (size_t)g->capfam);
     g->fcount = cwm_xrealloc(g->fcount, sizeof *g->fcount * (size_t)g->capfam);
   }
   g->fam[g->nfam] = f;
-  g->fcount[g->nfam] = 0;
-  return &g->fcount[g->nfam++];
+  g->fcount[g->nfam++] = 1;
 }
 
 /* The hand-off. The world model's strength is what it knows before a workload's first
@@ -695,8 +702,8 @@ static int world_predict(cwm_costmodel *base, cwm_state *const *states, int n, d
     to_ranks(on, n);
     for (int i = 0; i < n; i++) {
       if (!(scores[i] > CWM_SCORE_INVALID)) continue;
-      const int *nf = states[i] ? family_slot((wm_group *)g, cwm_state_family(states[i]), 0) : NULL;
-      double a = a0 * (nf ? *nf / (*nf + FAMILY_HALF) : 0);
+      int nf = states[i] ? family_count(g, cwm_state_family(states[i])) : 0;
+      double a = a0 * nf / (nf + FAMILY_HALF);
       scores[i] = on[i] > CWM_SCORE_INVALID ? (1 - a) * scores[i] + a * on[i] : 0;
     }
   }
@@ -734,7 +741,7 @@ static int world_update(cwm_costmodel *base, cwm_state *const *states, const cwm
     }
     memcpy(g->rows + (size_t)g->n * nf, rows + (size_t)i * nf, sizeof(float) * (size_t)nf);
     g->costs[g->n++] = cwm_record_cost(&recs[i]);
-    if (states[i]) (*family_slot(g, cwm_state_family(states[i]), 1))++;
+    if (states[i]) family_add(g, cwm_state_family(states[i]));
     int gi = (int)(g - m->groups), seen = 0;
     for (int k = 0; k < ntouched; k++) seen |= touched[k] == gi;
     if (!seen) touched[ntouched++] = gi;
