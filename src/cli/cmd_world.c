@@ -248,6 +248,11 @@ static int eval_score(int argc, char **argv) {
   cwm_buf_init(&out);
   const char *train = cli_get(o, NOPT(o), "--train");
   long tcount = cli_get_long(o, NOPT(o), "--train-count", 0);
+  if (!train && cli_get(o, NOPT(o), "--train-count")) {
+    cwm_costmodel_free(m);
+    cwm_buf_free(&out);
+    return cli_usage("eval", EVAL_HELP, "--train-count N needs --train LOG");
+  }
   cwm_buf_printf(&out, "# cwm eval score\n\nmodel %s, records %s\n\n", m->name, recs);
   if (train) {
     rc = cwm_eval_train(m, train, (int)tcount, 64, &e);
