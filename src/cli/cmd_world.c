@@ -240,6 +240,8 @@ static int eval_score(int argc, char **argv) {
   if (rc) return rc < 0 ? 0 : rc;
   const char *recs = cli_get(o, NOPT(o), "--records"), *model = cli_get(o, NOPT(o), "--model");
   if (!recs) return cli_usage("eval", EVAL_HELP, "--records LOG is required");
+  if (!cli_get(o, NOPT(o), "--train") && cli_get(o, NOPT(o), "--train-count"))
+    return cli_usage("eval", EVAL_HELP, "--train-count N needs --train LOG");
   cwm_err e = {0};
   cwm_costmodel *m = cli_costmodel(model ? model : "world", (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1),
                                    cli_get(o, NOPT(o), "--pretrained"), cli_get(o, NOPT(o), "--model-file"), &e);
@@ -248,11 +250,6 @@ static int eval_score(int argc, char **argv) {
   cwm_buf_init(&out);
   const char *train = cli_get(o, NOPT(o), "--train");
   long tcount = cli_get_long(o, NOPT(o), "--train-count", 0);
-  if (!train && cli_get(o, NOPT(o), "--train-count")) {
-    cwm_costmodel_free(m);
-    cwm_buf_free(&out);
-    return cli_usage("eval", EVAL_HELP, "--train-count N needs --train LOG");
-  }
   cwm_buf_printf(&out, "# cwm eval score\n\nmodel %s, records %s\n\n", m->name, recs);
   if (train) {
     rc = cwm_eval_train(m, train, (int)tcount, 64, &e);
