@@ -230,10 +230,14 @@ static void test_family_quota(void) {
   second_round_families(0, &nf0, &most0);
   second_round_families(0.25, &nf1, &most1);
   /* off: the model's favourite family takes most of the round; on: a quarter each (4 of 16)
-   * while the pool of candidates has other families, the rest in score order */
+   * while the pool of candidates has other families, the rest in score order. How many
+   * families the pool holds depends on the first round's timings (they pick the seeds of the
+   * evolution), so the count of families is not compared between the runs, only the share of
+   * the largest one. */
   fprintf(stderr, "family quota: off %d families, most %d; on %d families, most %d\n", nf0, most0, nf1, most1);
   CHECKF(most0 >= 12, "without the quota the most of one family is %d (%d families)", most0, nf0);
-  CHECKF(nf1 > nf0 && most1 <= 8, "with the quota: %d families, the most of one %d", nf1, most1);
+  CHECKF(nf1 >= 2 && most1 <= 8 && most1 < most0, "with the quota: %d families, the most of one %d (off: %d)",
+         nf1, most1, most0);
 }
 
 int main(void) {
