@@ -239,8 +239,9 @@ static int eval_score(int argc, char **argv) {
   int rc = cli_parse(argc, argv, o, NOPT(o), EVAL_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   const char *recs = cli_get(o, NOPT(o), "--records"), *model = cli_get(o, NOPT(o), "--model");
+  const char *train = cli_get(o, NOPT(o), "--train");
   if (!recs) return cli_usage("eval", EVAL_HELP, "--records LOG is required");
-  if (!cli_get(o, NOPT(o), "--train") && cli_get(o, NOPT(o), "--train-count"))
+  if (!train && cli_get(o, NOPT(o), "--train-count"))
     return cli_usage("eval", EVAL_HELP, "--train-count N needs --train LOG");
   cwm_err e = {0};
   cwm_costmodel *m = cli_costmodel(model ? model : "world", (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1),
@@ -248,7 +249,6 @@ static int eval_score(int argc, char **argv) {
   if (!m) return cli_fail(&e);
   cwm_buf out;
   cwm_buf_init(&out);
-  const char *train = cli_get(o, NOPT(o), "--train");
   long tcount = cli_get_long(o, NOPT(o), "--train-count", 0);
   cwm_buf_printf(&out, "# cwm eval score\n\nmodel %s, records %s\n\n", m->name, recs);
   if (train) {
