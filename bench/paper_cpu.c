@@ -1573,7 +1573,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   /* (3) ablations */
   cwm_buf_printf(&r, "## 3. Ablations (seed 1)\n\n");
   const char *const *abl = ABL_COLUMNS;
-  static double abl_worse[2][3][MAXID]; /* [budget][column - 1][row]: latency / world's */
+  double worse[2][3][MAXID]; /* [budget][column - 1][row]: latency / world's */
   for (int b = 0; b < 2; b++) {
     int T = b ? g_budget200 : g_budget;
     const char *exp = b ? "b200" : "b64";
@@ -1585,7 +1585,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                    b ? "each run's best schedule re-measured with the others of its row, as in section 1; a row "
                        "marked * as logged"
                      : "re-measured with section 1's, a row marked * as logged", span);
-    double(*worse)[MAXID] = abl_worse[b], secs[4][MAXID];
+    double secs[4][MAXID];
     for (int i = 0; i < nr; i++) {
       double v[4];
       /* the re-measured figures where the row has them */
@@ -1600,31 +1600,30 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                rs = json_num(sum, "run_seconds");
         secs[k][i] = isfinite(ts) && isfinite(bs) && isfinite(rs) && json_num(sum, "resumed") == (b ? g_budget : 0) ? ts - bs - rs : NAN;
       }
-      for (int k = 1; k < 4; k++) worse[k - 1][i] = v[k] / v[0];
+      for (int k = 1; k < 4; k++) worse[b][k - 1][i] = v[k] / v[0];
       char f[4][32];
       for (int k = 0; k < 4; k++) fmt(f[k], 32, "%.1f", v[k]);
       cwm_buf_printf(&r, "| %s%s | %s | %s | %s | %s |\n", c->rows[i].id, !fin ? " *" : "", f[0], f[1], f[2],
                      f[3]);
     }
     char f[8][32];
-    for (int k = 0; k < 3; k++) fmt(f[k], 32, "%.3f", median(worse[k], nr));
+    for (int k = 0; k < 3; k++) fmt(f[k], 32, "%.3f", median(worse[b][k], nr));
     for (int k = 0; k < 4; k++) fmt(f[3 + k], 32, "%.1f", median(secs[k], nr));
     cwm_buf_printf(&r, "| **median latency / world's** | 1 | %s | %s | %s |\n", f[0], f[1], f[2]);
     cwm_buf_printf(&r, "| **median search seconds** | %s | %s | %s | %s |\n\n", f[3], f[4], f[5], f[6]);
   }
   {
     /* the verdict on the published ablation, from the two tables' no-transition medians */
-    double m64 = median(abl_worse[0][0], nr), m200 = median(abl_worse[1][0], nr);
+    double m64 = median(worse[0][0], nr), m200 = median(worse[1][0], nr);
+    int done = isfinite(m64) && isfinite(m200), reproduced = done && m64 >= 1.56 && m200 >= 1.56;
     char a[32], bb[32];
     fmt(a, sizeof a, "%.3f", m64);
     fmt(bb, sizeof bb, "%.3f", m200);
     cwm_buf_printf(&r, "The published ablation: without the learned transition, median latency 56-69%% worse "
                        "(1.56-1.69 of the full model's). Measured here: %s at %d trials and %s at %d: %s.%s\n\n",
                    a, g_budget, bb, g_budget200,
-                   !isfinite(m64) || !isfinite(m200) ? "incomplete (runs missing)"
-                   : m64 >= 1.56 && m200 >= 1.56    ? "reproduced"
-                                                    : "**not reproduced**",
-                   isfinite(m64) && isfinite(m200) && (m64 < 1.56 || m200 < 1.56)
+                   !done ? "incomplete (runs missing)" : reproduced ? "reproduced" : "**not reproduced**",
+                   done && !reproduced
                        ? " Our world model ranks through a value head read off the rollout, and the ranker's trees also "
                          "see z_0 and the action features, which are what the no-transition column keeps: the "
                          "rollout adds little that the actions do not already say (models/README.md, \"Why the value "
