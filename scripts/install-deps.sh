@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs the Debian 12 packages cwm needs. Run as root (or with the packages already there).
-#   ./scripts/install-deps.sh          build and test: compilers, cmake, cJSON, XGBoost, OpenBLAS
+#   ./scripts/install-deps.sh          build and test: compilers, cmake, cJSON, XGBoost, OpenBLAS,
+#                                      protobuf-c and onnx.proto (the ONNX importer)
 #   ./scripts/install-deps.sh --bench  also the speed anchors: oneDNN, PyTorch, hyperfine
 set -e
-PKGS="build-essential cmake pkg-config clang libomp-dev libclang-rt-14-dev libcjson-dev libxgboost-dev libopenblas-dev"
+PKGS="build-essential cmake pkg-config clang libomp-dev libclang-rt-14-dev libcjson-dev libxgboost-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
 [ "$1" = "--bench" ] && PKGS="$PKGS libdnnl-dev python3-torch hyperfine"
 missing=""
 for p in $PKGS; do

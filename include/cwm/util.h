@@ -43,6 +43,8 @@ void cwm_buf_init(cwm_buf *b);
 void cwm_buf_free(cwm_buf *b);
 void cwm_buf_putc(cwm_buf *b, char c);
 void cwm_buf_puts(cwm_buf *b, const char *s);
+/* n bytes (NUL bytes included: the buffer may hold binary data) */
+void cwm_buf_append(cwm_buf *b, const void *data, size_t n);
 void cwm_buf_printf(cwm_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cwm_buf_vprintf(cwm_buf *b, const char *fmt, va_list ap);
 void cwm_buf_indent(cwm_buf *b, int depth);

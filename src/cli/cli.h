@@ -4,6 +4,8 @@
 
 #include <stdarg.h>
 
+#include "cwm/partition.h"
+#include "cwm/scheduler.h"
 #include "cwm/search.h"
 
 #define NOPT(o) ((int)(sizeof(o) / sizeof((o)[0])))
@@ -45,5 +47,12 @@ int cmd_train(int argc, char **argv);
 struct cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretrained, const char *model_file,
                                     cwm_err *e);
 int cmd_eval(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
+/* An ONNX model imported, inferred and partitioned (errors name the node); 0 or the error code. */
+struct cwm_graph;
+int cli_onnx_load(const char *path, struct cwm_graph **g, cwm_partition **p, cwm_err *e);
+/* The partition's tasks as a network for the task scheduler, named after the file. */
+cwm_network *cli_onnx_network(const cwm_partition *p, const char *path, cwm_err *e);
 
 #endif

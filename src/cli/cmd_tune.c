@@ -18,7 +18,7 @@ static const char *TUNE_HELP =
     "                [--per-round N] [--population N] [--generations N]\n"
     "                [--name NAME] [--suite FILE] [--repeats R] [--min-repeat-ms MS]\n"
     "                [--confirm K] [--family-quota F] [--quiet]\n"
-    "       cwm tune --network FILE [--trials N] [--per-round N] [--model random|ansor|world]\n"
+    "       cwm tune --onnx MODEL.onnx | --network FILE [--trials N] [--per-round N] [--model random|ansor|world]\n"
     "                [--model-file MODEL] [--seed S] [--log FILE] [--export DIR] [--summary FILE]\n"
     "                [--threads T] [--population N] [--generations N] [--pretrained FILE]\n"
     "                [--repeats R] [--min-repeat-ms MS] [--quiet]\n"
@@ -43,6 +43,9 @@ static const char *TUNE_HELP =
     "candidates of other families are measured too. Default: the model's (world 0.25; ansor and\n"
     "random 0, TVM's search). 0 = off.\n"
     "\n"
+    "--onnx MODEL.onnx tunes the tasks of an ONNX model (what `cwm import MODEL.onnx` lists: anchor\n"
+    "ops with their fused neighbours, identical ones merged with a weight) as --network does, and\n"
+    "`cwm compile MODEL.onnx --log LOG --out DIR` then writes the network as a C library.\n"
     "--network FILE tunes a whole network: a list of subgraphs with weights (how often each runs;\n"
     "networks/README.md, e.g. networks/bert_base_seq128.tsv, networks/resnet50_b1.tsv). The\n"
     "--trials (default 1000 here) are shared among the subgraphs, one cost model for all: each\n"
@@ -85,10 +88,11 @@ int cmd_tune(int argc, char **argv) {
                  {"--per-round", 1, NULL}, {"--population", 1, NULL},    {"--generations", 1, NULL},
                  {"--pretrained", 1, NULL}, {"--name", 1, NULL},         {"--suite", 1, NULL},
                  {"--quiet", 0, NULL},      {"--network", 1, NULL},      {"--repeats", 1, NULL},
-                 {"--min-repeat-ms", 1, NULL}, {"--confirm", 1, NULL},  {"--family-quota", 1, NULL}};
+                 {"--min-repeat-ms", 1, NULL}, {"--confirm", 1, NULL},  {"--family-quota", 1, NULL},
+                 {"--onnx", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), TUNE_HELP);
   if (rc) return rc < 0 ? 0 : rc;
-  if (cli_get(o, NOPT(o), "--network")) return cmd_tune_network(o, NOPT(o), TUNE_HELP);
+  if (cli_get(o, NOPT(o), "--network") || cli_get(o, NOPT(o), "--onnx")) return cmd_tune_network(o, NOPT(o), TUNE_HELP);
   const char *spec = cli_get(o, NOPT(o), "--workload");
   char fspec[4200];
   if (cli_get(o, NOPT(o), "--workload-file")) {

@@ -143,7 +143,8 @@ static void print_table(const cwm_network *net, const cwm_net_result *res) {
 }
 
 int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
-  const char *path = cli_get(o, nopt, "--network");
+  const char *path = cli_get(o, nopt, "--network"), *onnx = cli_get(o, nopt, "--onnx");
+  if (path && onnx) return cli_usage("tune", help, "--onnx and --network do not go together");
   static const char *const single[] = {"--workload", "--workload-file", "--name", "--suite"};
   for (size_t k = 0; k < sizeof single / sizeof single[0]; k++)
     if (cli_get(o, nopt, single[k])) return cli_usage("tune", help, "%s does not go with --network", single[k]);
@@ -172,7 +173,18 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   const char *model = cli_get(o, nopt, "--model");
   if (!model) model = "ansor";
   cwm_err e = {0};
-  cwm_network *net = cwm_network_load(path, &e);
+  cwm_network *net = NULL;
+  if (onnx) {
+    cwm_graph *g;
+    cwm_partition *p;
+    if (cli_onnx_load(onnx, &g, &p, &e)) return cli_fail(&e);
+    net = cli_onnx_network(p, onnx, &e);
+    cwm_partition_free(p);
+    cwm_graph_free(g);
+    path = onnx;
+  } else {
+    net = cwm_network_load(path, &e);
+  }
   if (!net) return cli_fail(&e);
   if (no.trials < net->n) {
     int n = net->n;

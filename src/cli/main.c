@@ -18,7 +18,9 @@ static const char *USAGE =
     "  replay    print every intermediate state of step lists\n"
     "  codegen   print the C code of a schedule\n"
     "  measure   build, check and time step lists; append records to a log\n"
-    "  tune      search schedules with a cost model (a workload, or a network: --network)\n"
+    "  tune      search schedules with a cost model (a workload; a network: --onnx or --network)\n"
+    "  import    read an ONNX model and show its tasks and glue\n"
+    "  compile   write an ONNX model as a C library with the best kernels of a tuning log\n"
     "  demo      measure a hand-written schedule against the naive one\n"
     "  dataset   training workloads, trajectories, measured records, stats, splits\n"
     "  train     train the world model (encoder, transition, ranker) from the data set\n"
@@ -64,7 +66,7 @@ int main(int argc, char **argv) {
   static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
       {"show", cmd_show},       {"sample", cmd_sample}, {"replay", cmd_replay},
       {"codegen", cmd_codegen}, {"measure", cmd_measure}, {"demo", cmd_demo},
-      {"tune", cmd_tune},
+      {"tune", cmd_tune},       {"import", cmd_import}, {"compile", cmd_compile},
       {"dataset", cmd_dataset}, {"train", cmd_train}, {"eval", cmd_eval},
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

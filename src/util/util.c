@@ -64,6 +64,12 @@ void cwm_buf_puts(cwm_buf *b, const char *s) {
   memcpy(b->s + b->len, s, n + 1);
   b->len += n;
 }
+void cwm_buf_append(cwm_buf *b, const void *data, size_t n) {
+  buf_reserve(b, n);
+  if (n) memcpy(b->s + b->len, data, n);
+  b->len += n;
+  b->s[b->len] = 0;
+}
 void cwm_buf_vprintf(cwm_buf *b, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
