@@ -1326,6 +1326,48 @@ static double seeds_final(const ctx_t *c, const char *model, const char *id, int
   return geo(v, nseeds);
 }
 
+/* Whole networks compiled from ONNX and timed end to end (bench/e2e.sh writes the figures; the
+ * committed copy is report/e2e.tsv): the compiled library against PyTorch eager and TorchScript. */
+static void report_e2e(cwm_buf *r) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/report/e2e.tsv", CWM_SOURCE_DIR);
+  FILE *f = fopen(path, "r");
+  cwm_buf_printf(r, "### Compiled from ONNX and measured end to end\n\n");
+  if (!f) {
+    cwm_buf_printf(r, "Not measured yet (`bench/e2e.sh`, then copy out/e2e/e2e.tsv to report/e2e.tsv).\n\n");
+    return;
+  }
+  cwm_buf_printf(r, "`cwm tune --onnx` (world model) then `cwm compile`: the whole network as one C library (every "
+                    "operator, glue included), timed by its runner against PyTorch 1.13 on the same inputs, "
+                    "interleaved rounds, medians (`bench/e2e.sh`; its outputs match PyTorch's, checked in the same "
+                    "run).\n\n| network | threads | tasks tuned | trials | cwm ms | PyTorch eager ms | TorchScript ms "
+                    "| eager / cwm | TorchScript / cwm |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  char line[512];
+  double best_eager = 0, e1[2] = {0, 0}, s1[2] = {0, 0};
+  const char *names[2] = {"resnet50", "bert_base"};
+  while (fgets(line, sizeof line, f)) {
+    char m[64];
+    int th, tuned, tasks, trials;
+    double c, e, s;
+    if (sscanf(line, "%63s %d %lf %lf %lf %d %d %d", m, &th, &c, &e, &s, &tuned, &tasks, &trials) != 8 || c <= 0) continue;
+    cwm_buf_printf(r, "| %s | %d | %d of %d | %d | %.2f | %.2f | %.2f | %.2fx | %.2fx |\n", m, th, tuned, tasks, trials, c,
+                   e, s, e / c, s / c);
+    if (e / c > best_eager) best_eager = e / c;
+    for (int k = 0; k < 2; k++)
+      if (th == 1 && !strcmp(m, names[k])) e1[k] = e / c, s1[k] = s / c;
+  }
+  fclose(f);
+  cwm_buf_printf(r, "\nAt 1 thread: ");
+  for (int k = 0; k < 2; k++) {
+    if (e1[k] <= 0) continue;
+    cwm_buf_printf(r, "%s %.2fx faster than eager (target 2.5x: %s) and %.2fx than TorchScript (target 1.2x: %s)%s",
+                   names[k], e1[k], e1[k] >= 2.5 ? "met" : "**short**", s1[k], s1[k] >= 1.2 ? "met" : "**short**",
+                   k == 0 ? "; " : ".");
+  }
+  cwm_buf_printf(r, " The published system reports 4.61x lower end-to-end latency than PyTorch on a CPU; the best "
+                    "ratio here is %.2fx, %s.\n\n", best_eager, best_eager >= 4.61 ? "**reached**" : "**short of it**");
+}
+
 static void write_report(const ctx_t *c, const char *argv0_cmd) {
   cwm_buf r;
   cwm_buf_init(&r);
@@ -1704,6 +1746,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   }
   cwm_buf_printf(&r, "\nThe estimate is the sum of weight x best latency over the network's subgraphs "
                      "(networks/README.md); PyTorch runs the whole network eagerly, on the same threads.\n\n");
+  report_e2e(&r);
 
   /* (6) anchors */
   cwm_buf_printf(&r, "## 6. Vendor anchors\n\noneDNN (libdnnl, weights reordered outside the timed region) and "

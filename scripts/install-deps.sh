@@ -2,10 +2,11 @@
 # Installs the Debian 12 packages cwm needs. Run as root (or with the packages already there).
 #   ./scripts/install-deps.sh          build and test: compilers, cmake, cJSON, XGBoost, OpenBLAS,
 #                                      protobuf-c and onnx.proto (the ONNX importer)
-#   ./scripts/install-deps.sh --bench  also the speed anchors: oneDNN, PyTorch, hyperfine
+#   ./scripts/install-deps.sh --bench  also the speed anchors and the model export: oneDNN,
+#                                      PyTorch and torchvision, python3-onnx, hyperfine
 set -e
 PKGS="build-essential cmake pkg-config clang libomp-dev libclang-rt-14-dev libcjson-dev libxgboost-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
-[ "$1" = "--bench" ] && PKGS="$PKGS libdnnl-dev python3-torch hyperfine"
+[ "$1" = "--bench" ] && PKGS="$PKGS libdnnl-dev python3-torch python3-torchvision python3-onnx hyperfine"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

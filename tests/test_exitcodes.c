@@ -128,6 +128,25 @@ int main(void) {
   /* a bad command line */
   expect("unknown option", NULL, (const char *const[]){"cwm", "tune", "--no-such-option", NULL}, CWM_EUSAGE,
          "unknown option");
+  /* networks from ONNX: a file that is not a model, a missing one, and options checked before work */
+  {
+    char notonnx[200], model[1200];
+    snprintf(notonnx, sizeof notonnx, "%s/notonnx.onnx", g_dir);
+    write_bytes(notonnx, (const unsigned char *)"\x0a\xff\xff\xff\xff\x0fnot a model", 17);
+    const char *src = getenv("CWM_SOURCE_DIR");
+    snprintf(model, sizeof model, "%s/tests/models/tiny_cnn.onnx", src && *src ? src : ".");
+    expect("import of a non-model", NULL, (const char *const[]){"cwm", "import", notonnx, NULL}, CWM_EPARSE, "notonnx.onnx");
+    expect("import of a missing file", NULL, (const char *const[]){"cwm", "import", "/nonexistent/m.onnx", NULL}, CWM_EIO,
+           "/nonexistent/m.onnx");
+    expect("compile without --out", NULL, (const char *const[]){"cwm", "compile", model, NULL}, CWM_EUSAGE, "--out");
+    expect("compile --name 1bad", NULL,
+           (const char *const[]){"cwm", "compile", model, "--out", g_dir, "--name", "1bad", NULL}, CWM_EUSAGE, "identifier");
+    expect("tune --onnx with --network", NULL,
+           (const char *const[]){"cwm", "tune", "--onnx", model, "--network", "x.tsv", NULL}, CWM_EUSAGE, "--onnx");
+    char err[8192], out[8192];
+    int rc = run_cwm(NULL, (const char *const[]){"cwm", "import", model, NULL}, err, sizeof err, out);
+    CHECKF(rc == 0 && strstr(out, "8 tasks") && strstr(out, "conv2d_0"), "import tiny_cnn: exit %d: %s %s", rc, err, out);
+  }
   /* the measuring protocol: out of range is a usage error; otherwise every record holds that
    * many repeats and the summary says which protocol measured them */
   expect("zero repeats", NULL, TUNE(W, "--model", "random", "--repeats", "0"), CWM_EUSAGE, "--repeats");

@@ -825,10 +825,29 @@ int cwm_netc_write(const cwm_partition *p, const cwm_netc_sched *sched, const ch
       cwm_buf_printf(&c, ", m->pk[%d]);\n", i);
     }
     cwm_buf_puts(&c, "  return m;\n}\n\n");
+    /* -DCWM_PROFILE: seconds per step, summed over runs (the runner's -p prints them) */
+    cwm_buf_printf(&c, "#ifdef CWM_PROFILE\n#include <time.h>\ndouble %s_prof_sec[%d];\nconst char *const %s_prof_name[%d] = {\n", P,
+                   p->nsteps + 1, P, p->nsteps + 1);
+    for (int s = 0; s < p->nsteps; s++) {
+      const cwm_gstep *st = &p->steps[s];
+      char nm[200], what[300];
+      cwm_codegen_safe_name(st->node >= 0 ? g->nodes[st->node].name : "", nm, sizeof nm);
+      if (st->kind == CWM_GS_KERNEL) snprintf(what, sizeof what, "%s at %s", p->tasks[st->task].name, nm);
+      else if (st->kind == CWM_GS_NODE) snprintf(what, sizeof what, "%s %s", g->nodes[st->node].op_type, nm);
+      else snprintf(what, sizeof what, "%s %s", st->kind == CWM_GS_GELU ? "gelu" : "layout transpose", nm);
+      cwm_buf_printf(&c, "  \"%s\",\n", what);
+    }
+    cwm_buf_printf(&c, "  \"output copies\"};\nconst int %s_prof_steps = %d;\n", P, p->nsteps + 1);
+    cwm_buf_puts(&c, "static double prof_now(void) {\n  struct timespec t;\n  clock_gettime(CLOCK_MONOTONIC, &t);\n"
+                     "  return t.tv_sec + t.tv_nsec * 1e-9;\n}\n");
+    cwm_buf_printf(&c, "#define PROF_START double prof_t = prof_now()\n"
+                       "#define PROF(i) do { double t_ = prof_now(); %s_prof_sec[i] += t_ - prof_t; prof_t = t_; } while (0)\n"
+                       "#else\n#define PROF_START\n#define PROF(i)\n#endif\n\n", P);
     cwm_buf_printf(&c, "int %s_run(%s *m, const void *const *in, void *const *out) {\n", P, P);
-    cwm_buf_puts(&c, "  (void)in; (void)out;\n");
+    cwm_buf_puts(&c, "  (void)in; (void)out;\n  PROF_START;\n");
     for (int s = 0; s < p->nsteps && !rc; s++) {
       const cwm_gstep *st = &p->steps[s];
+      if (s) cwm_buf_printf(&c, "  PROF(%d);\n", s - 1);
       const char *nname = st->node >= 0 ? g->nodes[st->node].name : "";
       char nm[200];
       cwm_codegen_safe_name(nname, nm, sizeof nm);
@@ -866,6 +885,7 @@ int cwm_netc_write(const cwm_partition *p, const cwm_netc_sched *sched, const ch
         rc = emit_glue(&pl, st->node, &c);
       }
     }
+    if (p->nsteps) cwm_buf_printf(&c, "  PROF(%d);\n", p->nsteps - 1);
     /* outputs not written in place: copied */
     for (int i = 0; i < g->noutputs && !rc; i++) {
       int v = g->outputs[i];
@@ -874,27 +894,30 @@ int cwm_netc_write(const cwm_partition *p, const cwm_netc_sched *sched, const ch
       vptr(&pl, v, "void", &c);
       cwm_buf_printf(&c, ", %lldULL);\n", vbytes(g, v));
     }
-    cwm_buf_puts(&c, "  return 0;\n}\n");
+    cwm_buf_printf(&c, "  PROF(%d);\n  return 0;\n}\n", p->nsteps);
   }
   if (!rc) {
     /* ---- runner */
     cwm_buf_printf(&r,
-                   "/* %s_runner.c: runs the compiled network. usage: %s_runner WEIGHTS [-i INPUTS] [-o OUTPUTS] [-n RUNS]\n"
+                   "/* %s_runner.c: runs the compiled network. usage: %s_runner WEIGHTS [-i INPUTS] [-o OUTPUTS] [-n RUNS] [-p]\n"
                    " * INPUTS: every input's bytes in order (as numpy's tofile writes them); OUTPUTS likewise.\n"
-                   " * Without -i the inputs are zeros. -n times RUNS runs after 3 warm-up runs and prints the median. */\n",
+                   " * Without -i the inputs are zeros. -n times RUNS runs after 3 warm-up runs and prints the median.\n"
+                   " * -p (with a library built with -DCWM_PROFILE) prints the milliseconds of each step per run. */\n",
                    P, P);
     cwm_buf_printf(&r, "#define _POSIX_C_SOURCE 200809L\n#include \"%s.h\"\n#include <errno.h>\n#include <stdio.h>\n"
                        "#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n\n", P);
+    cwm_buf_printf(&r, "#ifdef CWM_PROFILE\nextern double %s_prof_sec[];\nextern const char *const %s_prof_name[];\nextern const int %s_prof_steps;\n#endif\n", P, P, P);
     cwm_buf_puts(&r, "static double now(void) {\n  struct timespec t;\n  clock_gettime(CLOCK_MONOTONIC, &t);\n"
                      "  return t.tv_sec + t.tv_nsec * 1e-9;\n}\n\nstatic int cmp(const void *a, const void *b) {\n"
                      "  double x = *(const double *)a, y = *(const double *)b;\n  return x < y ? -1 : x > y;\n}\n\n");
-    cwm_buf_printf(&r, "int main(int argc, char **argv) {\n  const char *wpath = NULL, *ipath = NULL, *opath = NULL;\n  long runs = 0;\n"
+    cwm_buf_printf(&r, "int main(int argc, char **argv) {\n  const char *wpath = NULL, *ipath = NULL, *opath = NULL;\n  long runs = 0;\n  int profile = 0;\n"
                        "  for (int i = 1; i < argc; i++) {\n"
                        "    if (!strcmp(argv[i], \"-i\") && i + 1 < argc) ipath = argv[++i];\n"
                        "    else if (!strcmp(argv[i], \"-o\") && i + 1 < argc) opath = argv[++i];\n"
                        "    else if (!strcmp(argv[i], \"-n\") && i + 1 < argc) runs = strtol(argv[++i], NULL, 10);\n"
+                       "    else if (!strcmp(argv[i], \"-p\")) profile = 1;\n"
                        "    else if (!strcmp(argv[i], \"-h\") || !strcmp(argv[i], \"--help\")) {\n"
-                       "      printf(\"usage: %%s WEIGHTS [-i INPUTS] [-o OUTPUTS] [-n RUNS]\\n\", argv[0]);\n      return 0;\n    }\n"
+                       "      printf(\"usage: %%s WEIGHTS [-i INPUTS] [-o OUTPUTS] [-n RUNS] [-p]\\n\", argv[0]);\n      return 0;\n    }\n"
                        "    else if (argv[i][0] != '-' && !wpath) wpath = argv[i];\n"
                        "    else { fprintf(stderr, \"%%s: unexpected argument '%%s' (see --help)\\n\", argv[0], argv[i]); return 2; }\n"
                        "  }\n  if (!wpath || runs < 0) { fprintf(stderr, \"usage: %%s WEIGHTS [-i INPUTS] [-o OUTPUTS] [-n RUNS]\\n\", argv[0]); return 2; }\n");
@@ -919,6 +942,12 @@ int cwm_netc_write(const cwm_partition *p, const cwm_netc_sched *sched, const ch
                        "      t[i] = now() - t0;\n    }\n    qsort(t, (size_t)runs, sizeof *t, cmp);\n"
                        "    printf(\"%s: median %%.3f ms over %%ld runs (min %%.3f, max %%.3f)\\n\", t[runs / 2] * 1e3, runs, t[0] * 1e3, t[runs - 1] * 1e3);\n"
                        "    free(t);\n  }\n", P, P, P);
+    cwm_buf_printf(&r, "#ifdef CWM_PROFILE\n  if (profile && runs > 0) {\n    double tot = 0;\n"
+                       "    for (int i = 0; i < %s_prof_steps; i++) tot += %s_prof_sec[i];\n"
+                       "    for (int i = 0; i < %s_prof_steps; i++)\n"
+                       "      printf(\"%%4d %%9.3f ms %%5.1f%%%%  %%s\\n\", i, %s_prof_sec[i] * 1e3 / (runs + 4), 100 * %s_prof_sec[i] / tot, %s_prof_name[i]);\n"
+                       "  }\n#else\n  if (profile) fprintf(stderr, \"%%s: -p needs a build with -DCWM_PROFILE\\n\", argv[0]);\n#endif\n",
+                   P, P, P, P, P, P);
     cwm_buf_printf(&r, "  if (opath) {\n    FILE *g = fopen(opath, \"wb\");\n    int ok = g != NULL;\n"
                        "    for (int i = 0; ok && i < %s_NUM_OUTPUTS; i++) ok = fwrite(out[i], 1, (size_t)%s_output_bytes[i], g) == (size_t)%s_output_bytes[i];\n"
                        "    if (g && fclose(g)) ok = 0;\n"
