@@ -1,14 +1,14 @@
 #!/bin/bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for SECONDS (default 30).
 # usage: scripts/fuzz.sh [SECONDS] [target ...]
-#   targets: workload opspec steps record dataset ansormodel network (default: all of them, and
-#   modelfile when fuzz/fuzz_modelfile.c exists)
+#   targets: workload opspec steps record dataset ansormodel network onnx (default: all of them,
+#   and modelfile when fuzz/fuzz_modelfile.c exists)
 # Prints the executions run per target; a crash stops with the reproducer in build-fuzz/.
 set -e
 cd "$(dirname "$0")/.."
 T=${1:-30}
 shift || true
-DEFAULT="workload opspec steps record dataset ansormodel network"
+DEFAULT="workload opspec steps record dataset ansormodel network onnx"
 [ -f fuzz/fuzz_modelfile.c ] && DEFAULT="$DEFAULT modelfile"
 TARGETS=${*:-$DEFAULT}
 OUT=build-fuzz
@@ -26,6 +26,16 @@ for t in $TARGETS; do
     network)
       src="$SRC src/search/network.c"
       maxlen=8192
+      ;;
+    # ONNX files: the importer and graph inference over protobuf-c code generated from onnx.proto
+    onnx)
+      mkdir -p "$OUT/gen"
+      proto=$(ls /usr/include/onnx/onnx.proto /usr/include/onnx/onnx-ml.proto 2>/dev/null | head -1)
+      mkdir -p "$OUT/proto/onnx" && cp "$proto" "$OUT/proto/onnx/onnx.proto"
+      protoc-c --c_out="$OUT/gen" -I"$OUT/proto" "$OUT/proto/onnx/onnx.proto"
+      src="$SRC src/graph/*.c $OUT/gen/onnx/onnx.pb-c.c -I$OUT/gen"
+      libs="$(pkg-config --cflags --libs libprotobuf-c)"
+      maxlen=65536
       ;;
     # the cost model and its loader; XGBoost is linked when the library is there to link
     ansormodel)

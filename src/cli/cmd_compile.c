@@ -20,12 +20,12 @@ int cli_onnx_load(const char *path, cwm_graph **g, cwm_partition **p, cwm_err *e
   *p = NULL;
   cwm_graph *gr = cwm_onnx_load(path, e);
   if (!gr) return e->code ? e->code : CWM_EPARSE;
-  if (cwm_graph_infer(gr, e)) {
-    cwm_graph_free(gr);
-    return e->code ? e->code : CWM_EPARSE;
-  }
-  cwm_partition *pa = cwm_graph_partition(gr, e);
-  if (!pa) {
+  cwm_partition *pa = NULL;
+  if (cwm_graph_infer(gr, e) || !(pa = cwm_graph_partition(gr, e))) {
+    /* messages past the loader name the node; the file goes in front */
+    char msg[sizeof e->msg];
+    snprintf(msg, sizeof msg, "%s", e->msg);
+    snprintf(e->msg, sizeof e->msg, "%.200s: %.300s", path, msg);
     cwm_graph_free(gr);
     return e->code ? e->code : CWM_EPARSE;
   }

@@ -472,7 +472,7 @@ static int emit_glue(plan *pl, int n, cwm_buf *b) {
   }
   if (!strcmp(op, "Gather")) {
     const cwm_value *iv = &g->values[nd->in[1]];
-    if (iv->dtype != CWM_DT_INT64) return node_fail(pl, n, "Gather's indices must be int64 or int32");
+    if (iv->dtype != CWM_DT_INT64) return node_fail(pl, n, "Gather's indices must be int64 at run time (int32 index inputs are not supported)");
     int axis = norm_axis(cwm_gnode_attr_int(nd, "axis", 0), x->ndim);
     cwm_buf_puts(b, "  if (rt_gather(");
     vptr(pl, nd->in[0], "void", b);

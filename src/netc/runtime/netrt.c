@@ -231,6 +231,15 @@ static void rt_pool2d(int is_max, int64_t planes, int64_t H, int64_t W, int64_t 
     float *y = out + p * OH * OW;
     for (int64_t oy = 0; oy < OH; oy++)
       for (int64_t ox = 0; ox < OW; ox++) {
+        int64_t y0 = oy * sh - pt, x0 = ox * sw - pl;
+        if (is_max && y0 >= 0 && y0 + kh <= H && x0 >= 0 && x0 + kw <= W) { /* inside: no checks */
+          const float *q = x + y0 * W + x0;
+          float m = q[0];
+          for (int ky = 0; ky < kh; ky++)
+            for (int kx = 0; kx < kw; kx++) m = q[ky * W + kx] > m ? q[ky * W + kx] : m;
+          y[oy * OW + ox] = m;
+          continue;
+        }
         float acc = is_max ? -INFINITY : 0.0f;
         int cnt = 0;
         for (int ky = 0; ky < kh; ky++) {
