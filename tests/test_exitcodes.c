@@ -146,6 +146,16 @@ int main(void) {
     char err[8192], out[8192];
     int rc = run_cwm(NULL, (const char *const[]){"cwm", "import", model, NULL}, err, sizeof err, out);
     CHECKF(rc == 0 && strstr(out, "8 tasks") && strstr(out, "conv2d_0"), "import tiny_cnn: exit %d: %s %s", rc, err, out);
+    /* the whole flow through the command line: compile (untuned), build, run */
+    char odir[200], runner[260], weights[260];
+    snprintf(odir, sizeof odir, "%s/tiny", g_dir);
+    rc = run_cwm(NULL, (const char *const[]){"cwm", "compile", model, "--out", odir, "--name", "tiny", "--build", NULL}, err,
+                 sizeof err, out);
+    CHECKF(rc == 0 && strstr(out, "8 tasks (0 with a schedule from the log)") && strstr(out, "arena"),
+           "compile tiny_cnn: exit %d: %s %s", rc, err, out);
+    snprintf(runner, sizeof runner, "%s/tiny_runner", odir);
+    snprintf(weights, sizeof weights, "%s/tiny_weights.bin", odir);
+    CHECKF(access(runner, X_OK) == 0 && access(weights, R_OK) == 0, "%s: no runner or weights", odir);
   }
   /* the measuring protocol: out of range is a usage error; otherwise every record holds that
    * many repeats and the summary says which protocol measured them */
