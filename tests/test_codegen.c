@@ -145,7 +145,7 @@ static void uneven_bounds(void) {
        * whether a register tile lies inside the guards (one per tile, not per element) */
       int left = 0;
       for (const char *q = strstr(k.body, "if (("); q; q = strstr(q + 1, "if ((")) {
-        const char *nl = q; /* the end of the line before, which ends the comment lower.c puts there */
+        const char *nl = q; /* the end of the line before, which ends the comment src/codegen/loops.c puts there */
         while (nl > k.body && *nl != '\n') nl--;
         left += !(nl - k.body > 7 && !strncmp(nl - 7, "edge */", 7));
       }

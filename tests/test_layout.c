@@ -1,4 +1,4 @@
-/* test_layout.c: the layout rewrite of constant inputs (lower.c). The `const` marking round-trips
+/* test_layout.c: the layout rewrite of constant inputs (src/codegen/layout.c). The `const` marking round-trips
  * through the workload text; the op library marks weights; a rewritten kernel reads its weight in
  * the loop order of the stage that reads it, and for dense, conv2d and dwconv2d workloads with
  * odd sizes many sampled schedules (sketch + annotation, mutation, random step walks, uneven

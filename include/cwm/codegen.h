@@ -32,7 +32,7 @@ typedef struct {
   int arg_tid[CWM_MAX_ARGS];
   long red_len;                      /* longest reduction in the workload (check tolerance) */
   /* Layout rewrite: inputs marked `const` that the kernel takes in the layout its loops read
-   * (lower.c says which). For such an argument a, `void pack_fn[a](const float *src, float *dst)`
+   * (src/codegen/layout.c says which). For such an argument a, `void pack_fn[a](const float *src, float *dst)`
    * converts the workload's layout (src_len[a] floats) into the kernel's (arg_len[a] floats);
    * pack_entry converts all of them at once: `void <pack_entry>(float *const *src,
    * float *const *dst)` with the kernel's argument order. Empty names and 0 when none is. */

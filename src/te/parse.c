@@ -873,7 +873,7 @@ static int parse_input(parser *p) {
     break;
   }
   if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
-  /* `const` marks a weight: the schedule may store it in the layout it reads (lower.c) */
+  /* `const` marks a weight: the schedule may store it in the layout it reads (src/codegen/layout.c) */
   if (p->cur.kind == T_IDENT && is_word(&p->cur, "const")) {
     o->is_const = 1;
     advance(p);
