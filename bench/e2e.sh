@@ -3,6 +3,7 @@
 # TorchScript on this machine, in one run.
 #
 # usage: bench/e2e.sh [--dir DIR] [--models "resnet50 bert_base"] [--threads "1 2"] [--repeats R]
+#        (CWM=path/to/cwm to use another binary than ./build/cwm)
 #
 # For each model: out/models/MODEL.onnx (exported by scripts/export-models.py when missing) is
 # compiled with the tuning log DIR/MODEL.jsonl (`cwm tune --onnx ... --log DIR/MODEL.jsonl`; a
@@ -24,12 +25,12 @@ while [ $# -gt 0 ]; do
     --models) MODELS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "e2e.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 PY=/usr/bin/python3
-CWM=./build/cwm
+CWM=${CWM:-./build/cwm}
 [ -x "$CWM" ] || { echo "e2e.sh: build cwm first (cmake --build build)" >&2; exit 2; }
 mkdir -p "$DIR" out/models
 TSV="$DIR/e2e.tsv"

@@ -222,41 +222,47 @@ static int rt_gather(const void *data, int64_t outer, int64_t dim, int64_t inner
   return 0;
 }
 
-/* Max or average pooling over NCHW planes; pads top, left, bottom, right. */
+/* Max or average pooling over NCHW planes; pads top, left, bottom, right. Per output row, each
+ * window offset (ky, kx) is one pass over the outputs whose input column is inside the image: no
+ * branch in the inner loop, so it vectorizes (strided loads) instead of testing each tap. */
 static void rt_pool2d(int is_max, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int kh, int kw, int sh,
                       int sw, int pt, int pl, int count_pad, const float *in, float *out) {
 #pragma omp parallel for if (planes * OH * OW > RT_PAR)
   for (int64_t p = 0; p < planes; p++) {
     const float *x = in + p * H * W;
     float *y = out + p * OH * OW;
-    for (int64_t oy = 0; oy < OH; oy++)
-      for (int64_t ox = 0; ox < OW; ox++) {
-        int64_t y0 = oy * sh - pt, x0 = ox * sw - pl;
-        if (is_max && y0 >= 0 && y0 + kh <= H && x0 >= 0 && x0 + kw <= W) { /* inside: no checks */
-          const float *q = x + y0 * W + x0;
-          float m = q[0];
-          for (int ky = 0; ky < kh; ky++)
-            for (int kx = 0; kx < kw; kx++) m = q[ky * W + kx] > m ? q[ky * W + kx] : m;
-          y[oy * OW + ox] = m;
-          continue;
+    for (int64_t oy = 0; oy < OH; oy++) {
+      float *yr = y + oy * OW;
+      for (int64_t ox = 0; ox < OW; ox++) yr[ox] = is_max ? -INFINITY : 0.0f;
+      int rows = 0;
+      for (int ky = 0; ky < kh; ky++) {
+        int64_t iy = oy * sh - pt + ky;
+        if (iy < 0 || iy >= H) continue;
+        rows++;
+        const float *xr = x + iy * W;
+        for (int kx = 0; kx < kw; kx++) {
+          /* outputs whose column ox * sw - pl + kx lies in [0, W) */
+          int64_t d = kx - pl, lo = d >= 0 ? 0 : (-d + sw - 1) / sw, hi = (W - 1 - d) / sw + 1;
+          if (W - 1 - d < 0) continue;
+          if (hi > OW) hi = OW;
+          const float *xs = xr + d;
+          if (is_max)
+            for (int64_t ox = lo; ox < hi; ox++) yr[ox] = xs[ox * sw] > yr[ox] ? xs[ox * sw] : yr[ox];
+          else
+            for (int64_t ox = lo; ox < hi; ox++) yr[ox] += xs[ox * sw];
         }
-        float acc = is_max ? -INFINITY : 0.0f;
-        int cnt = 0;
-        for (int ky = 0; ky < kh; ky++) {
-          int64_t iy = oy * sh - pt + ky;
-          if (iy < 0 || iy >= H) continue;
-          for (int kx = 0; kx < kw; kx++) {
-            int64_t ix = ox * sw - pl + kx;
-            if (ix < 0 || ix >= W) continue;
-            float v = x[iy * W + ix];
-            if (is_max) acc = v > acc ? v : acc;
-            else acc += v;
-            cnt++;
-          }
-        }
-        if (!is_max) acc /= (float)(count_pad ? kh * kw : (cnt ? cnt : 1));
-        y[oy * OW + ox] = acc;
       }
+      if (is_max) continue;
+      for (int64_t ox = 0; ox < OW; ox++) {
+        int cols = 0;
+        for (int kx = 0; kx < kw; kx++) {
+          int64_t ix = ox * sw - pl + kx;
+          cols += ix >= 0 && ix < W;
+        }
+        int cnt = count_pad ? kh * kw : rows * cols;
+        yr[ox] /= (float)(cnt ? cnt : 1);
+      }
+    }
   }
 }
 
