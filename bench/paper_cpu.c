@@ -159,7 +159,7 @@ static int run_cmd(char *const *argv, const char *logf) {
 
 /* ---- time accounting ------------------------------------------------------------------------ */
 
-/* The parts run in pieces, over sessions, so their wall time is summed from what each piece
+/* The parts run in pieces, on different days, so their wall time is summed from what each piece
  * recorded: a tuning run's progress file (every invocation's closing "best: ..., N s)" line), the
  * pre-training's "in N s", and DIR/times.tsv, where paper_cpu notes the steps it times itself
  * (the anchors, a row's re-measure, a noise replay) as "step<TAB>seconds" (the last note counts). */
@@ -523,12 +523,12 @@ static double transfer(const ctx_t *c, const char *from_log, const char *spec, c
 
 /* ---- sample efficiency: the final re-measure ----------------------------------------------- */
 
-/* A 10,000-trial run takes more than one session, and this machine's speed drifts between
- * sessions (data/README.md: up to 1.8x), so the best latency of a log can come from whichever
- * stretch ran fastest. The comparison that counts re-measures the FINAL_TOP best schedules of
- * each contender (world within its budget, ansor within world's budget and within its own) in one
- * stretch, interleaved, FINAL_ROUNDS times; a contender's figure is its best schedule's median
- * over the rounds (round_figure). */
+/* A 10,000-trial run takes hours and is resumed over several runs, and the machine's speed
+ * drifts from one run to the next (data/README.md: up to 1.8x), so the best latency of a log
+ * can come from whichever stretch ran fastest. The comparison that counts re-measures the
+ * FINAL_TOP best schedules of each contender (world within its budget, ansor within world's
+ * budget and within its own) in one stretch, interleaved, FINAL_ROUNDS times; a contender's
+ * figure is its best schedule's median over the rounds (round_figure). */
 #define FINAL_TOP 5
 #define FINAL_ROUNDS 3
 #define FINAL_KINDS 3 /* 0: world@world_trials, 1: ansor@world_trials, 2: ansor@ansor_trials */
@@ -871,14 +871,14 @@ static const row_t *row_by_id(const ctx_t *c, const char *id) {
 
 /* ---- budgets 64 and 200: the final re-measure --------------------------------------------- */
 
-/* The budget-64 runs span sessions too (a rerun resumes; a retrained model reruns only its own
- * runs), and the machine's speed drifts between sessions (session 15 timed session 14's best
- * schedules of pre-trained ansor at 0.886 of their logged latency), so a ratio of two logs' figures
+/* The budget-64 runs span days too (a rerun resumes; a retrained model reruns only its own
+ * runs), and the machine's speed drifts between days (pre-trained ansor's best schedules, timed
+ * again in a later run, took 0.886 of their logged latency), so a ratio of two logs' figures
  * mixes the search's quality with the machine's speed that day. The best schedule of every
  * budget-64 run of a row (every model and seed, and the ablations at seed 1) is therefore
  * re-measured in one stretch, interleaved, REM_ROUNDS times; the report's budget-64 figures are
  * these (a run's figure: its best schedule's median over the rounds). The ablations at 200 (each
- * continues its 64-trial log, so its runs span sessions as well) get the same, in EXP "b200". */
+ * continues its 64-trial log, so its runs span days as well) get the same, in EXP "b200". */
 #define REM_ROUNDS 3
 #define REM_MAXRUNS (4 * MAXSEED + 3)
 
@@ -1057,7 +1057,7 @@ static void part_long(const ctx_t *c) {
   for (int i = 0; i < c->nrows && !g_stop && (c->long_mask & LONG_ABL200); i++)
     rem_measure(c, "b200", g_budget200, &c->rows[i]);
   /* sample efficiency: every row's world run first (minutes each), then the ansor runs (hours
-   * each on a conv row, resumed over sessions), each row's re-measure as soon as its pair is in */
+   * each on a conv row, resumed over several runs), each row's re-measure as soon as its pair is in */
   for (int i = 0; i < nl && !g_stop && (c->long_mask & LONG_SAMPLE); i++) {
     const row_t *r = row_by_id(c, lid[i]);
     if (r) tune_run(c, "sample", "world", r->id, r->spec, 1, c->world_trials);
@@ -1182,8 +1182,8 @@ static double pretrain_seconds(const ctx_t *c) {
 static void report_time(const ctx_t *c, cwm_buf *r) {
   cwm_buf_printf(r, "## 7. Time\n\nSeconds as recorded by each piece: a tuning run's own elapsed time (every "
                     "invocation's closing line in its .out file), the pre-training's, and the anchors, re-measures "
-                    "and noise replays as paper_cpu timed them (`%s/times.tsv`). The parts ran in pieces, over "
-                    "sessions; the sum is what one uninterrupted run takes, give or take the machine of the day. "
+                    "and noise replays as paper_cpu timed them (`%s/times.tsv`). The parts ran in pieces, on "
+                    "different days; the sum is what one uninterrupted run takes, give or take the machine of the day. "
                     "A step counts as done once its log is complete (partial runs' seconds are in the sum, and so is any time a run was paused to keep the machine quiet for other timing).\n\n",
                  c->dir);
   cwm_buf_printf(r, "| quick part | done | seconds | minutes |\n|---|---:|---:|---:|\n");
@@ -1411,8 +1411,8 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                      "epsilon-greedy picks); the world models' own search policy adds, from the second round on, "
                      "the family quota (at most a quarter of a round's picks share a sketch, compute locations "
                      "and annotation kinds) and, from 128 records of a workload on, the hand-off to Ansor's model "
-                     "trained on them, weighted by how much of each candidate's family was measured (README, "
-                     "\"hand-off\"; since session 18: runs of more than 64 trials from before then are stale).\n\n");
+                     "trained on them, weighted by how much of each candidate's family was measured "
+                     "(docs/architecture.md, \"The world model in the search\").\n\n");
 
   /* (1) budget 64 */
   int nr = c->nrows, ns = c->nseeds;
@@ -1421,8 +1421,8 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   cwm_buf_printf(&r, "Latency in us of each run's best schedule after 64 measurements, re-measured: once a row's runs "
                      "are complete, the best schedule of each (every model and seed, and the ablations of section 3) "
                      "is timed again in one stretch, interleaved, %d rounds, and a run's figure is the median of its "
-                     "rounds; a model's cell is the geometric mean over the seeds. The runs themselves span sessions "
-                     "and the machine's speed drifts between sessions; the re-measure puts every model's schedules "
+                     "rounds; a model's cell is the geometric mean over the seeds. The runs themselves were made on "
+                     "different days and the machine's speed drifts between days; the re-measure puts every model's schedules "
                      "on the same machine at the same hour. A row marked * has no complete re-measure yet and shows "
                      "the logged figures. Ratio = the other's latency / world's (> 1: world is faster).\n\n",
                  REM_ROUNDS);
@@ -1461,7 +1461,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   cwm_buf_printf(&r, "| **geometric mean** | | | | | | | %s | %s | %s | %s |\n", g[1], g[2], g[3], g[0]);
   cwm_buf_printf(&r, "| **arithmetic mean** | | | | | | | %s | %s | %s | |\n\n", g[5], g[6], g[7]);
   for (int k = 1; k < 4; k++) fmt(g[k], 32, "%.3f", geo(ratl[k], nr));
-  cwm_buf_printf(&r, "The same ratios from the figures logged during the runs (each run timed in its own session): "
+  cwm_buf_printf(&r, "The same ratios from the figures logged during the runs (each run timed on its own day): "
                      "ansor/world %s, ansor-pre/world %s, random/world %s (geometric means).\n\n", g[1], g[2], g[3]);
   double gm_ansor = geo(rat[1], nr), gm_pre = geo(rat[2], nr);
   cwm_buf_printf(&r, "Target: world beats ansor from scratch by at least 1.3x (geometric mean; the published figure is "
@@ -1538,7 +1538,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                  c->ansor_trials);
   cwm_buf_printf(&r, "Best latency in us as logged during the runs, then the contenders' %d best schedules "
                      "re-measured together in one stretch (%d rounds, interleaved; a contender's figure is its best "
-                     "schedule's median over the rounds): a 10,000-trial run spans sessions, and the machine's speed "
+                     "schedule's median over the rounds): a 10,000-trial run spans several days, and the machine's speed "
                      "drifts between them, so the ratio that counts is the re-measured one.\n\n",
                  FINAL_TOP, FINAL_ROUNDS);
   cwm_buf_printf(&r, "| row | world@64 | world@%d | ansor@%d | ansor@%d | logged ansor@%d / world@%d | re-measured "
@@ -1669,7 +1669,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
                        ? " Our world model ranks through a value head read off the rollout, and the ranker's trees also "
                          "see z_0 and the action features, which are what the no-transition column keeps: the "
                          "rollout adds little that the actions do not already say (models/README.md, \"Why the value "
-                         "head\" and \"Session 15\")."
+                         "head\" and \"The value mode\")."
                        : "");
   }
 
@@ -1791,14 +1791,14 @@ static const char *USAGE =
     "--records data/measured-0.3.jsonl (decompress data/measured-0.3.jsonl.xz first), 1 thread.\n"
     "--repeats and --min-repeat-ms set every run's measuring protocol (default 3 of 25 ms, half the\n"
     "time of cwm tune's 5 of 50 and no noisier: two runs of 5 x 50 ms differ by a median 9.2%,\n"
-    "3 x 25 ms against 5 x 50 ms by 8.6%; README.md, \"The measuring protocol\").\n"
+    "3 x 25 ms against 5 x 50 ms by 8.6%; docs/guide.md, \"The measuring protocol\").\n"
     "--no-static leaves out the static-final-state ablation (it prints and encodes every\n"
     "candidate the search scores: minutes per run).\n"
     "The quick part ends by re-measuring, row by row, the best schedule of every budget-64 run together,\n"
     "interleaved, three times (DIR/b64final/ID.*); the budget-64 and ablation tables read those figures.\n"
     "Once a row's two sample runs are complete, the 5 best schedules of world at --world-trials and\n"
     "of ansor at --world-trials and at --ansor-trials are re-measured together, interleaved, three times\n"
-    "(DIR/sample/final_ID.*): those runs span sessions, and the machine's speed drifts between them.\n";
+    "(DIR/sample/final_ID.*): those runs span days, and the machine's speed drifts between them.\n";
 
 int main(int argc, char **argv) {
   ctx_t c;

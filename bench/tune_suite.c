@@ -82,7 +82,7 @@ static const char HELP[] =
     "a rerun resumes from them and measures nothing twice. Then each model's best schedule and\n"
     "oneDNN are timed again in turn, --final-rounds times (default 3), and the medians are the\n"
     "figures compared (the logged best is printed too): a resumed row's log may come from another\n"
-    "session, and on this shared machine timings minutes apart differ more than timings in turn.\n"
+    "day's machine, and on this shared machine timings minutes apart differ more than timings in turn.\n"
     "The best schedule is cwm tune's: its --confirm K (default 8) best logged programs timed again\n"
     "in turn 3 times, the lowest median (0 = the lowest logged figure). In the final rounds it is\n"
     "timed with oneDNN's protocol (median of 7 repeats of at least 50 ms, as anchors.h times\n"
@@ -251,8 +251,8 @@ int main(int argc, char **argv) {
       break;
     }
     /* The comparison: each model's best schedule and oneDNN timed again, in turn, --final-rounds
-     * times; the medians are compared. A resumed row's log may come from another session (each
-     * is lent a fresh machine, not always the same CPU), and on this shared machine a timing
+     * times; the medians are compared. A resumed row's log may come from another day's machine
+     * (not always the same CPU), and on this shared machine a timing
      * taken minutes apart from another can differ by far more than two taken in turn. */
     double sm[8][16], sd[16];
     for (int r = 0; r < final_rounds; r++) {

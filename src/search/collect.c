@@ -140,7 +140,7 @@ int cwm_dataset_measure(const cwm_wl_entry *wl, int n, const cwm_collect_opts *o
     to.resume_whole = 1; /* raising N measures the N - h missing ones, not a whole round again */
     to.population = o->population;
     to.generations = o->generations;
-    /* the data set's draw: 50 random samples evolved (as collected since session 2), not the
+    /* the data set's draw: 50 random samples evolved (as the shipped records were collected), not the
      * tuner's population-sized initial sample */
     to.init_population = to.init_min_population;
     to.seed = wseed;

@@ -532,7 +532,7 @@ static void family_add(wm_group *g, uint64_t f) {
 /* The hand-off. The world model's strength is what it knows before a workload's first
  * measurement; once hundreds are in, a model trained on them alone, over features of the whole
  * program, orders that workload's candidates better than the world model boosted on its narrow
- * per-candidate row (session 16: at 1,000 trials Ansor's search beat world's on dense_qkv and
+ * per-candidate row (without the hand-off, at 1,000 trials Ansor's search beat world's on dense_qkv and
  * bmm_qk, re-measured 693 against 716 us and 130 against 140 us). So a world cost model also
  * trains Ansor's model from scratch on everything measured, and once a workload has
  * HANDOFF_MIN records its candidates' score is a blend of the two models' ranks, Ansor's
@@ -542,7 +542,7 @@ static void family_add(wm_group *g, uint64_t f) {
 #define HANDOFF_HALF 256.0
 /* Ansor's model knows only what was measured: a candidate of a family (cwm_state_family) with
  * few measured programs is one it extrapolates to, where the world model's prior ranks better
- * (session 18: trained on world's 1,000 conv_s1_3x3 records, Ansor's model put none of the 331
+ * (measured: trained on world's 1,000 conv_s1_3x3 records, Ansor's model put none of the 331
  * programs under 1,100 us of Ansor's own 4,192 among its top 64, the world model alone 39). So
  * its weight is also scaled by nf / (nf + FAMILY_HALF), nf the candidate's family's records. */
 #define FAMILY_HALF 32.0
