@@ -780,7 +780,7 @@ static inline double anchor_seconds_child(int torch, const char *suite, const ch
     anchor_op op;
     if (!torch) {
       if (anchor_parse_spec(spec, &op) == 0) s = anchor_dnnl_seconds(&op, threads, err, sizeof err);
-      else snprintf(err, sizeof err, "cannot read the spec '%s'", spec);
+      else snprintf(err, sizeof err, "cannot read the spec '%.200s'", spec);
     } else {
       s = anchor_torch_seconds(suite, id, threads, err, sizeof err);
     }

@@ -530,6 +530,54 @@ static void test_log(void) {
   CHECK(cwm_log_read(tmpdir, &recs, &n, &nbad, &err) == CWM_EIO);
 }
 
+/* Records trusted on resume: a zero or negative latency is not a record (it would become the best
+ * schedule); a second writer on one log is refused while the first holds it; the target match
+ * ignores the CPU's name but not the threads, vector width, compiler or flags. */
+static void test_untrusted(void) {
+  cwm_record r;
+  make_record(&r, 0);
+  cwm_err err = {0};
+  const double bad_costs[] = {-1, 0, -1e-9};
+  for (int k = 0; k < 3; k++) {
+    r.costs[1] = bad_costs[k];
+    char *j = to_json(&r);
+    cwm_record back;
+    CHECKF(cwm_record_parse(j, &back, &err) == CWM_EPARSE && strstr(err.msg, "positive"), "cost %g: %s", bad_costs[k],
+           err.msg);
+    free(j);
+  }
+  /* a failed record keeps Ansor's 1e10 and stays readable */
+  r.error = 4;
+  r.ncosts = 1;
+  r.costs[0] = 1e10;
+  char *j = to_json(&r);
+  cwm_record back;
+  CHECKF(cwm_record_parse(j, &back, &err) == CWM_OK, "%s", err.msg);
+  cwm_record_free(&back);
+  free(j);
+  CHECK(cwm_record_same_target(&r, "c -keys=cpu -mcpu=Other_CPU -threads=1 -vec=32 -cc=gcc -cflags=-O3"));
+  CHECK(!cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -threads=2 -vec=32 -cc=gcc -cflags=-O3"));
+  CHECK(!cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -threads=1 -vec=64 -cc=gcc -cflags=-O3"));
+  CHECK(!cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -threads=1 -vec=32 -cc=clang -cflags=-O3"));
+  free(r.target);
+  r.target = NULL;
+  CHECK(cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -threads=2 -vec=32 -cc=gcc -cflags=-O3"));
+  cwm_record_free(&r);
+
+  char path[512];
+  snprintf(path, sizeof path, "%s/locked.jsonl", tmpdir);
+  cwm_log *a = cwm_log_open(path, &err);
+  CHECKF(a != NULL, "%s", err.msg);
+  cwm_log *b = cwm_log_open(path, &err);
+  CHECKF(b == NULL && err.code == CWM_EIO && strstr(err.msg, "another cwm run") && strstr(err.msg, path),
+         "second writer: %s", b ? "opened" : err.msg);
+  cwm_log_close(b);
+  cwm_log_close(a);
+  a = cwm_log_open(path, &err);
+  CHECKF(a != NULL, "after the first closed: %s", err.msg);
+  cwm_log_close(a);
+}
+
 static void test_target(void) {
   cwm_target t;
   cwm_target_detect(&t, 0, "gcc", "-O3 -march=native");
@@ -643,6 +691,7 @@ int main(void) {
   test_record_json();
   test_log();
   test_target();
+  test_untrusted();
   test_fuzz();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -152,6 +152,40 @@ static void test_determinism_and_resume(void) {
   cwm_tune_result_free(&r4);
 }
 
+/* A log measured another way (here: its records say 3 threads) does not resume this run. */
+static void test_other_target(void) {
+  char a[160];
+  snprintf(a, sizeof a, "%s/target.jsonl", tmpdir);
+  cwm_tune_result r1, r2;
+  cwm_err e = {0};
+  CHECKF(run_rounds(a, 8, 8, 11, 0, &r1, &e) == 0 && r1.measured == 8, "%s", e.msg);
+  size_t len = 0;
+  char *text = cwm_read_file(a, &len, &e);
+  CHECK(text != NULL);
+  if (!text) return;
+  cwm_buf b;
+  cwm_buf_init(&b);
+  int swapped = 0;
+  for (const char *p = text; *p;) {
+    const char *q = strstr(p, " -threads=1 ");
+    if (!q) {
+      cwm_buf_puts(&b, p);
+      break;
+    }
+    cwm_buf_append(&b, p, (size_t)(q - p));
+    cwm_buf_puts(&b, " -threads=3 ");
+    p = q + strlen(" -threads=1 ");
+    swapped++;
+  }
+  CHECK(swapped == 8);
+  CHECK(cwm_write_file_atomic(a, b.s, b.len, &e) == 0);
+  cwm_buf_free(&b);
+  free(text);
+  CHECKF(run_rounds(a, 8, 8, 11, 0, &r2, &e) == 0, "%s", e.msg);
+  CHECKF(r2.resumed == 0 && r2.other_target == 8 && r2.measured == 8, "resumed %d, other target %d, measured %d",
+         r2.resumed, r2.other_target, r2.measured);
+}
+
 static void test_all_fail(void) {
   char a[128];
   snprintf(a, sizeof a, "%s/fail.jsonl", tmpdir);
@@ -244,6 +278,7 @@ int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/cwm-tune-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
   test_determinism_and_resume();
+  test_other_target();
   test_all_fail();
   test_family_quota();
   char cmd[128];

@@ -65,6 +65,11 @@ void cwm_record_set_steps(cwm_record *r, const cwm_step *steps, int n);
  * no costs). */
 double cwm_record_cost(const cwm_record *r);
 
+/* 1 if r was measured the way `target` (a cwm_target_string) measures: the same threads, vector
+ * width, compiler and flags (the strings from "-threads=" on; the CPU's model name may differ, so
+ * that a log moves between machines of one kind). A record without a target (older logs) matches. */
+int cwm_record_same_target(const cwm_record *r, const char *target);
+
 /* Appends the record as one JSON line (no trailing newline) to out. Returns CWM_OK. The steps
  * are exactly cwm_steps_print's text; costs are printed with %.9g (non-finite ones as 1e+10). */
 int cwm_record_to_json(const cwm_record *r, cwm_buf *out);

@@ -14,6 +14,8 @@ cwm_task *cwm_task_new(const cwm_workload *w, const cwm_measure_opts *o, cwm_err
 void cwm_task_free(cwm_task *t);
 const cwm_dag *cwm_task_dag(const cwm_task *t);
 const cwm_measure_opts *cwm_task_opts(const cwm_task *t);
+/* The target string its records carry (cwm_target_string of this machine, threads, cc, cflags). */
+const char *cwm_task_target(const cwm_task *t);
 /* Sets the measure option slow_cutoff_s of the task's later measurements (0: off), and shortens
  * their run time-out to 5x that (2 s at least; the task's own time-out at most). */
 void cwm_task_set_slow_cutoff(cwm_task *t, double seconds);
@@ -59,6 +61,8 @@ typedef struct {
 
 typedef struct {
   int measured, errors, resumed, skipped, corrupt_lines;
+  int other_target;        /* records of the workload in the log measured with other threads, compiler
+                              or flags (or vector width): not resumed */
   double best_cost;        /* seconds; 1e10 if nothing ran (the confirmed median when confirmed) */
   double best_logged;      /* the result's own figure in the log (seconds) */
   int confirmed;           /* programs timed again at the end (0: best_cost is the log's minimum) */

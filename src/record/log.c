@@ -1,6 +1,8 @@
 /* log.c: the tuning log file. Appends are one write loop per record followed by fdatasync, after
  * ending any line a killed writer left unterminated; readers go line by line (any length) and
- * skip, counting, the lines that are not records. */
+ * skip, counting, the lines that are not records. A writer holds an exclusive flock on the file
+ * while it is open, so that two runs on one log do not interleave their records (and time each
+ * other's compiles). */
 #define _GNU_SOURCE
 #include "cwm/record.h"
 
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +41,13 @@ cwm_log *cwm_log_open(const char *path, cwm_err *err) {
   if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     close(fd);
     cwm_fail(err, CWM_EIO, "%s: cannot open for appending: is a directory", path);
+    return NULL;
+  }
+  /* a second writer is refused at once; a file system without flock is used without a lock */
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    close(fd);
+    cwm_fail(err, CWM_EIO, "%s: another cwm run is writing to this log (it is locked); wait for it to end or use "
+             "another log", path);
     return NULL;
   }
   cwm_log *log = cwm_xcalloc(1, sizeof *log);

@@ -260,6 +260,10 @@ static int parse_tree(const cJSON *root, cwm_record *r, cwm_err *err) {
   double d;
   if (!get_intv(error, 0, INT_MAX, &d)) return bad(err, "\"r\"[1] (error)", "expected a non-negative integer");
   r->error = (int)d;
+  /* a latency is a positive number of seconds: a zero or negative one would become the best
+   * schedule of a resumed run (and be exported); failed records carry Ansor's 1e10 */
+  for (int i = 0; i < r->ncosts && !r->error; i++)
+    if (!(r->costs[i] > 0)) return bad(err, "\"r\"[0] (costs)", "a cost is not a positive number of seconds");
   if (!cJSON_IsNumber(all) || !isfinite(all->valuedouble))
     return bad(err, "\"r\"[2] (all_cost)", "expected a number");
   r->all_cost = all->valuedouble;
@@ -312,4 +316,10 @@ int cwm_record_parse(const char *line, cwm_record *r, cwm_err *err) {
   cJSON_Delete(root);
   if (rc) cwm_record_free(r);
   return rc;
+}
+
+int cwm_record_same_target(const cwm_record *r, const char *target) {
+  if (!r->target || !r->target[0] || !target) return 1;
+  const char *mine = strstr(target, " -threads="), *theirs = strstr(r->target, " -threads=");
+  return mine && theirs && !strcmp(mine, theirs);
 }

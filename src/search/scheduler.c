@@ -316,6 +316,13 @@ int cwm_tune_network(const cwm_network *net, cwm_costmodel *m, const cwm_measure
       rc = err->code;
       goto done;
     }
+    /* records measured another way (threads, compiler, flags) neither resume nor shape the history */
+    int kept = 0;
+    for (int j = 0; j < per_task[i].n; j++) {
+      if (cwm_record_same_target(&per_task[i].r[j], cwm_task_target(tasks[i]))) per_task[i].r[kept++] = per_task[i].r[j];
+      else cwm_record_free(&per_task[i].r[j]);
+    }
+    per_task[i].n = kept;
     if (per_task[i].n) {
       if ((rc = cwm_tuner_resume(tu[i], per_task[i].r, per_task[i].n, err))) goto done;
       restore_history(s, i, &per_task[i], per);

@@ -45,6 +45,8 @@ void cwm_task_free(cwm_task *t) {
 }
 
 const cwm_dag *cwm_task_dag(const cwm_task *t) { return t->dag; }
+const char *cwm_task_target(const cwm_task *t) { return t->target_str; }
+
 const cwm_measure_opts *cwm_task_opts(const cwm_task *t) { return &t->opts; }
 void cwm_task_set_slow_cutoff(cwm_task *t, double seconds) {
   t->opts.slow_cutoff_s = seconds > 0 ? seconds : 0;

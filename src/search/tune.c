@@ -197,6 +197,12 @@ static int resume_finish(struct cwm_tuner *t, resume_buf *b, int rc, cwm_err *er
 }
 
 /* Loads the log's records of this workload. A log that does not exist yet holds none. */
+/* A record resumes a run only if it was measured the way this run measures (same threads, vector
+ * width, compiler and flags). */
+static int same_target(const struct cwm_tuner *t, const cwm_record *r) {
+  return cwm_record_same_target(r, cwm_task_target(t->task));
+}
+
 static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
   cwm_log_iter *it = cwm_log_iter_open(path, err);
   if (!it) return 0; /* no log yet */
@@ -205,7 +211,8 @@ static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
   resume_buf b = {0};
   int rc;
   while ((rc = cwm_log_iter_next(it, &r, err)) == 1) {
-    if (strcmp(r.key, t->key)) {
+    if (strcmp(r.key, t->key) || !same_target(t, &r)) {
+      t->res->other_target += !strcmp(r.key, t->key);
       cwm_record_free(&r);
       continue;
     }
@@ -236,6 +243,10 @@ int cwm_tuner_resume(cwm_tuner *t, const cwm_record *recs, int n, cwm_err *err) 
   resume_buf b = {0};
   for (int i = 0; i < n; i++) {
     if (strcmp(recs[i].key, t->key)) continue;
+    if (!same_target(t, &recs[i])) {
+      t->res->other_target++;
+      continue;
+    }
     cwm_record r;
     cwm_record_copy(&r, &recs[i]);
     resume_add(t, &b, &r);
@@ -638,6 +649,9 @@ int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_t
     res->seconds = cwm_now() - t0;
     return err->code;
   }
+  if (t->st.other_target)
+    note(t, "%d records of this workload in the log were measured with other threads, vector width, compiler or "
+            "flags: not resumed", t->st.other_target);
   if (t->st.resumed)
     note(t, "resumed %d records of this workload from %s (%d corrupt lines skipped)", t->st.resumed, o->log_path,
          t->st.corrupt_lines);
