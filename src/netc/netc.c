@@ -175,11 +175,12 @@ static void emit_header(const wctx *w, cwm_buf *h) {
   cwm_buf_printf(h,
                  " *\n * %s_create reads the weights file (%s_weights.bin, %lld bytes, checked against the\n"
                  " * size and checksum it was compiled with) and returns NULL with errno set on failure\n"
-                 " * (ENOENT, EINVAL for a file of another compile, ENOMEM). %s_run computes the outputs\n"
+                 " * (ENOENT, EINVAL for a file of another compile, ENOMEM, ENOTSUP when this CPU lacks an\n"
+                 " * instruction set the library was compiled for: %s_cpu_missing() names it). %s_run computes the outputs\n"
                  " * from the inputs: 0 on success, 2 when an index input is out of range. One model\n"
                  " * object runs one inference at a time (its arena holds the intermediate tensors:\n"
                  " * %lld bytes). Kernels use OpenMP: link with -fopenmp; OMP_NUM_THREADS sets the threads.\n */\n",
-                 P, P, (long long)pl->w.len, P, pl->arena);
+                 P, P, (long long)pl->w.len, P, P, pl->arena);
   cwm_buf_printf(h, "#ifndef %s_H\n#define %s_H\n\n", P, P);
   cwm_buf_printf(h, "#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n", P, g->ninputs, P, g->noutputs);
   cwm_buf_printf(h, "/* bytes of each input and output */\nstatic const long long %s_input_bytes[] = {", P);
@@ -188,6 +189,8 @@ static void emit_header(const wctx *w, cwm_buf *h) {
   for (int i = 0; i < g->noutputs; i++) cwm_buf_printf(h, "%s%lld", i ? ", " : "", netc_vbytes(g, g->outputs[i]));
   cwm_buf_printf(h, "};\n\ntypedef struct %s %s;\n", P, P);
   cwm_buf_printf(h, "%s *%s_create(const char *weights_path);\n", P, P);
+  cwm_buf_printf(h, "/* The first instruction set the library needs that this CPU lacks (\"avx512f\" ...), or NULL. */\n"
+                    "const char *%s_cpu_missing(void);\n", P);
   cwm_buf_printf(h, "int %s_run(%s *m, const void *const *inputs, void *const *outputs);\n", P, P);
   cwm_buf_printf(h, "void %s_free(%s *m);\n\n#endif\n", P, P);
 
@@ -229,7 +232,23 @@ static void emit_library(const wctx *w, cwm_buf *c) {
   cwm_buf_printf(c, "static unsigned long long %s_hash(const unsigned char *p, size_t n) {\n", P);
   cwm_buf_puts(c, "  /* the same FNV-1a as cwm_hash64 */\n  unsigned long long h = 1469598103934665603ULL;\n"
                    "  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;\n  return h;\n}\n\n");
+  /* the instruction sets the library was compiled for (-march), checked before anything else runs,
+   * in code compiled for the baseline so that the check itself cannot fault; -DCWM_PRETEND_MISSING=
+   * '"name"' makes it report a feature missing (how the check is tested) */
+  cwm_buf_printf(c, "#if defined(__x86_64__) && defined(__GNUC__)\n"
+                    "__attribute__((target(\"arch=x86-64\"))) const char *%s_cpu_missing(void) {\n"
+                    "#ifdef CWM_PRETEND_MISSING\n  return CWM_PRETEND_MISSING;\n#endif\n  __builtin_cpu_init();\n", P);
+  static const char *const isa[][2] = {{"__AVX512F__", "avx512f"}, {"__AVX512BW__", "avx512bw"},
+                                       {"__AVX512DQ__", "avx512dq"}, {"__AVX512VL__", "avx512vl"},
+                                       {"__AVX2__", "avx2"},         {"__FMA__", "fma"},
+                                       {"__AVX__", "avx"},           {"__SSE4_2__", "sse4.2"}};
+  for (size_t i = 0; i < sizeof isa / sizeof *isa; i++)
+    cwm_buf_printf(c, "#ifdef %s\n  if (!__builtin_cpu_supports(\"%s\")) return \"%s\";\n#endif\n", isa[i][0], isa[i][1],
+                   isa[i][1]);
+  cwm_buf_printf(c, "  return NULL;\n}\n#else\nconst char *%s_cpu_missing(void) {\n#ifdef CWM_PRETEND_MISSING\n"
+                    "  return CWM_PRETEND_MISSING;\n#endif\n  return NULL;\n}\n#endif\n\n", P);
   cwm_buf_printf(c, "%s *%s_create(const char *weights_path) {\n", P, P);
+  cwm_buf_printf(c, "  if (%s_cpu_missing()) { errno = ENOTSUP; return NULL; }\n", P);
   cwm_buf_printf(c, "  %s *m = calloc(1, sizeof *m);\n  if (!m) return NULL;\n", P);
   cwm_buf_printf(c, "  FILE *f = fopen(weights_path, \"rb\");\n  if (!f) { free(m); return NULL; }\n");
   cwm_buf_printf(c, "  char magic[16];\n  unsigned long long hdr[2];\n"
@@ -368,6 +387,9 @@ static void emit_runner(const wctx *w, cwm_buf *r) {
                      "    else if (argv[i][0] != '-' && !wpath) wpath = argv[i];\n"
                      "    else { fprintf(stderr, \"%%s: unexpected argument '%%s' (see --help)\\n\", argv[0], argv[i]); return 2; }\n"
                      "  }\n  if (!wpath || runs < 0) { fprintf(stderr, \"usage: %%s WEIGHTS [-i INPUTS] [-o OUTPUTS] [-n RUNS]\\n\", argv[0]); return 2; }\n");
+  cwm_buf_printf(r, "  if (%s_cpu_missing()) {\n    fprintf(stderr, \"%%s: this CPU lacks %%s, which the library was compiled "
+                     "for; rebuild it with flags for this CPU (make CFLAGS=...)\\n\", argv[0], %s_cpu_missing());\n"
+                     "    return 1;\n  }\n", P, P);
   cwm_buf_printf(r, "  %s *m = %s_create(wpath);\n  if (!m) { fprintf(stderr, \"%%s: %%s: %%s\\n\", argv[0], wpath, "
                      "errno == EINVAL ? \"not the weights this library was compiled with\" : strerror(errno)); return 1; }\n",
                  P, P);
