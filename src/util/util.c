@@ -161,31 +161,53 @@ char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
   return cwm_buf_take(&b);
 }
 
+/* Written beside the destination under a name nobody can guess (mkstemp: O_EXCL, so a planted
+ * file or symlink is never followed), synced, renamed over the destination, and the directory
+ * synced, so that a crash leaves either the old file or the new one, whole. */
 int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char tmp[4200];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
+    return cwm_fail(err, CWM_EIO, "%.200s...: path too long", path);
+  int fd = mkstemp(tmp);
   if (fd < 0) return cwm_fail(err, CWM_EIO, "%s: cannot write: %s", path, strerror(errno));
+  mode_t um = umask(0);
+  umask(um);
   const char *p = data;
   size_t left = n;
-  while (left) {
+  int rc = fchmod(fd, 0644 & ~um) == 0 ? 0 : errno;
+  while (left && !rc) {
     ssize_t w = write(fd, p, left);
     if (w < 0) {
       if (errno == EINTR) continue;
-      close(fd);
-      unlink(tmp);
-      return cwm_fail(err, CWM_EIO, "%s: write failed: %s", path, strerror(errno));
+      rc = errno;
+      break;
     }
     p += w;
     left -= (size_t)w;
+  }
+  if (rc) {
+    close(fd);
+    unlink(tmp);
+    return cwm_fail(err, CWM_EIO, "%s: write failed: %s", path, strerror(rc));
   }
   if (fsync(fd) != 0 || close(fd) != 0) {
     unlink(tmp);
     return cwm_fail(err, CWM_EIO, "%s: sync failed: %s", path, strerror(errno));
   }
   if (rename(tmp, path) != 0) {
+    int e = errno;
     unlink(tmp);
-    return cwm_fail(err, CWM_EIO, "%s: rename failed: %s", path, strerror(errno));
+    return cwm_fail(err, CWM_EIO, "%s: rename failed: %s", path, strerror(e));
+  }
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+  else snprintf(dir, sizeof dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) { /* the rename itself made durable; a directory that cannot be opened is left as it is */
+    fsync(dfd);
+    close(dfd);
   }
   return CWM_OK;
 }
