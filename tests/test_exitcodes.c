@@ -13,7 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cJSON.h>
+
 #include "cwm/record.h"
+#include "cwm/te.h"
 #include "cwm/util.h"
 #include "testlib.h"
 
@@ -177,8 +180,34 @@ int main(void) {
       CHECKF(recs[i].error != 0 || recs[i].ncosts == 2, "record %d: %d costs, want 2", i, recs[i].ncosts);
     cwm_records_free(recs, n);
     char *s = cwm_read_file(psum, NULL, &e);
-    CHECKF(s && strstr(s, "\"repeats\": 2,") && strstr(s, "\"min_repeat_ms\": 1,"), "summary: %s", s ? s : e.msg);
+    cJSON *sj = s ? cJSON_Parse(s) : NULL;
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(sj, "repeats"), *mrm = cJSON_GetObjectItemCaseSensitive(sj, "min_repeat_ms");
+    CHECKF(cJSON_IsNumber(rep) && rep->valuedouble == 2 && cJSON_IsNumber(mrm) && mrm->valuedouble == 1, "summary: %s",
+           s ? s : e.msg);
+    cJSON_Delete(sj);
     free(s);
+    /* a workload file whose name holds a quote and a newline: the summary stays one valid JSON
+     * object with the name as it is (it was printf'ed, so the quote injected keys) */
+    {
+      char wf[200], qsum[160];
+      snprintf(wf, sizeof wf, "%s/q\"x\ny.te", g_dir);
+      snprintf(qsum, sizeof qsum, "%s/quoted.json", g_dir);
+      const char *text = cwm_op_to_text(W, &e);
+      write_bytes(wf, (const unsigned char *)text, strlen(text));
+      free((char *)text);
+      const char *const qa[] = {"cwm", "tune", "--workload-file", wf, "--model", "random", "--trials", "2", "--per-round", "2",
+                                "--population", "8", "--generations", "0", "--quiet", "--repeats", "1", "--min-repeat-ms",
+                                "1", "--summary", qsum, NULL};
+      rc = run_cwm(NULL, qa, err, sizeof err, NULL);
+      CHECKF(rc == 0, "tune --workload-file with a quote: exit %d: %s", rc, err);
+      char *qs = cwm_read_file(qsum, NULL, &e);
+      cJSON *qj = qs ? cJSON_Parse(qs) : NULL;
+      const cJSON *nm = cJSON_GetObjectItemCaseSensitive(qj, "workload");
+      CHECKF(cJSON_IsString(nm) && !strcmp(nm->valuestring, "q\"x\ny") && cJSON_GetArraySize(qj) == 18,
+             "summary: %s", qs ? qs : e.msg);
+      cJSON_Delete(qj);
+      free(qs);
+    }
     /* the same programs re-measured with another protocol: its records hold 3 repeats */
     char rlog[160], out[8192];
     snprintf(rlog, sizeof rlog, "%s/protocol-again.jsonl", g_dir);

@@ -5,6 +5,8 @@
 #include "cli.h"
 #include "cwm/costmodel.h"
 
+#include <cJSON.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,22 +179,41 @@ int cmd_tune(int argc, char **argv) {
   }
   const char *sum = cli_get(o, NOPT(o), "--summary");
   if (sum) {
-    cwm_buf b;
-    cwm_buf_init(&b);
+    /* cJSON: the workload's name may hold any bytes (a file name), and a cost that is not finite
+     * is null, never `inf` */
     char key[17];
     cwm_workload_key(w, key);
-    int ok = res.best_cost < 1e9;
+    int ok = res.best_cost < 1e9 && res.best_cost > 0;
     double bsec, rsec; /* of this process: this tuning run */
     cwm_measure_seconds(&bsec, &rsec);
-    cwm_buf_printf(&b, "{\"workload\": \"%s\", \"key\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"trials\": %d, "
-                       "\"best_us\": %.6g, \"best_gflops\": %.6g, \"tuning_seconds\": %.3f, \"measured\": %d, "
-                       "\"resumed\": %d, \"errors\": %d, \"threads\": %d, \"build_seconds\": %.3f, "
-                       "\"run_seconds\": %.3f, \"repeats\": %d, \"min_repeat_ms\": %g, \"best_logged_us\": %.6g, "
-                       "\"confirmed\": %d}\n",
-                   w->name, key, model, (unsigned long long)to.seed, to.trials, ok ? res.best_cost * 1e6 : -1.0,
-                   ok ? flops / res.best_cost * 1e-9 : 0.0, res.seconds, res.measured, res.resumed, res.errors,
-                   mo.threads, bsec, rsec, mo.repeats, mo.min_repeat_ms, ok ? res.best_logged * 1e6 : -1.0,
-                   res.confirmed);
+    double gf = ok ? flops / res.best_cost * 1e-9 : 0;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "workload", w->name);
+    cJSON_AddStringToObject(j, "key", key);
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddNumberToObject(j, "seed", (double)to.seed);
+    cJSON_AddNumberToObject(j, "trials", to.trials);
+    cJSON_AddItemToObject(j, "best_us", ok ? cJSON_CreateNumber(res.best_cost * 1e6) : cJSON_CreateNull());
+    cJSON_AddItemToObject(j, "best_gflops", ok && isfinite(gf) ? cJSON_CreateNumber(gf) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(j, "tuning_seconds", res.seconds);
+    cJSON_AddNumberToObject(j, "measured", res.measured);
+    cJSON_AddNumberToObject(j, "resumed", res.resumed);
+    cJSON_AddNumberToObject(j, "errors", res.errors);
+    cJSON_AddNumberToObject(j, "threads", mo.threads);
+    cJSON_AddNumberToObject(j, "build_seconds", bsec);
+    cJSON_AddNumberToObject(j, "run_seconds", rsec);
+    cJSON_AddNumberToObject(j, "repeats", mo.repeats);
+    cJSON_AddNumberToObject(j, "min_repeat_ms", mo.min_repeat_ms);
+    cJSON_AddItemToObject(j, "best_logged_us", ok && res.best_logged < 1e9 ? cJSON_CreateNumber(res.best_logged * 1e6)
+                                                                          : cJSON_CreateNull());
+    cJSON_AddNumberToObject(j, "confirmed", res.confirmed);
+    char *txt = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    cwm_buf b;
+    cwm_buf_init(&b);
+    cwm_buf_puts(&b, txt ? txt : "{}");
+    cwm_buf_putc(&b, '\n');
+    free(txt);
     cwm_err e2 = {0};
     if (cwm_write_file_atomic(sum, b.s, b.len, &e2)) rc = rc ? rc : cli_fail(&e2);
     cwm_buf_free(&b);
