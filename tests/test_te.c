@@ -534,7 +534,42 @@ static void test_fuzz(void) {
   free(s);
 }
 
+/* Reads outside a tensor are refused at parse time, with the statement's line and the expression
+ * (before, A[i + 1000000] crashed the reference child and A[i - 5] passed the reference check). */
+static void test_bounds(void) {
+  static const struct { const char *text, *needle; } bad[] = {
+      {"input A[16]\nB[i:16] = A[i + 1000000]\n", "line 2, column 1: statement 'B': index 1 of A (i + 1000000) ranges over [1000000, 1000015]"},
+      {"input A[16]\nB[i:16] = A[i - 5]\n", "(i - 5) ranges over [-5, 10], outside [0, 16)"},
+      {"input A[4, 8]\nB[i:4, j:8] = A[j, i]\n", "index 1 of A (j)"},
+      {"input A[16]\nB[i:16] = sum(k:17 : A[k])\n", "index 1 of A (k) ranges over [0, 16]"},
+      {"input A[16]\nB[i:16] = select(i >= 4, A[i - 5], 0)\n", "ranges over [-1, 10]"},
+      {"input A[16]\nB[i:16] = A[i * 100000 * 100000 - i * 100000 * 100000]\n", "outside"},
+      {"input A[16]\nB[i:16] = A[i % 17]\n", "ranges over [0, 16]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cwm_err err = {0};
+    cwm_workload *w = cwm_workload_parse(bad[i].text, &err);
+    CHECKF(w == NULL && err.code == CWM_EPARSE && strstr(err.msg, bad[i].needle), "%s: %s", bad[i].text,
+           w ? "accepted" : err.msg);
+    cwm_workload_free(w);
+  }
+  static const char *const good[] = {
+      "input A[16]\nB[i:16] = select(i >= 5, A[i - 5], 0)\n",
+      "input A[16]\nB[i:8] = A[i * 2 + 1]\n",
+      "input A[16]\nB[i:16] = A[15 - i]\n",
+      "input A[16]\nB[i:16] = A[i / 2 + i % 2 * 8]\n",
+      "input A[16]\nB[i:18] = select(i >= 1 && i < 17, A[i - 1], 0)\n",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    cwm_err err = {0};
+    cwm_workload *w = cwm_workload_parse(good[i], &err);
+    CHECKF(w != NULL, "%s: %s", good[i], err.msg);
+    cwm_workload_free(w);
+  }
+}
+
 int main(void) {
+  test_bounds();
   test_idents();
   test_language();
   test_errors();

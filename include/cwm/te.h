@@ -72,6 +72,14 @@ char *cwm_workload_print(const cwm_workload *w);
 /* Workload key: canonical text hash, hex. */
 void cwm_workload_key(const cwm_workload *w, char out[17]);
 double cwm_workload_flops(const cwm_workload *w);
+/* Every tensor read proven inside the tensor (interval arithmetic over the loop variables' ranges,
+ * narrowed inside a select by its condition's "var OP const" conjuncts), every index within int
+ * range; CWM_EPARSE naming the statement, the tensor and the expression otherwise. The parser runs
+ * it on every statement (its message then starts with the statement's line and column). */
+int cwm_workload_check_bounds(const cwm_workload *w, cwm_err *err);
+int cwm_op_check_bounds(const cwm_workload *w, int op, cwm_err *err); /* one statement */
+/* An expression of op's body as the language writes it. */
+void cwm_expr_print(cwm_buf *b, const cwm_workload *w, const cwm_op *op, const cwm_expr *e);
 
 /* Op library. spec is "op k=v k=v ..." as in suite.tsv columns 2 and 3, or a suite id
  * (e.g. "matmul_1024") when suite_path names the suite file, or "@file" for workload text. */
@@ -79,8 +87,11 @@ char *cwm_op_to_text(const char *spec, cwm_err *err);
 cwm_workload *cwm_workload_from_spec(const char *spec, const char *suite_path, cwm_err *err);
 /* Suite lookup: fills op spec for an id; returns 0 on success. */
 int cwm_suite_lookup(const char *suite_path, const char *id, char *spec, size_t n, cwm_err *err);
-/* Default suite path: $CWM_SUITE, else ../shared/bench/suite.tsv relative to the repo, else bench/suite.tsv. */
+/* Default suite path: the one set by cwm_suite_set_default_path, else the source tree's
+ * bench/suite.tsv while it exists, else bench/suite.tsv (relative to the working directory). */
 const char *cwm_suite_default_path(void);
+/* Sets the path cwm_suite_default_path returns (NULL or "": back to the search above); copied. */
+void cwm_suite_set_default_path(const char *path);
 
 /* Expression helpers used by every later part. */
 cwm_expr *cwm_expr_new(cwm_xkind kind);

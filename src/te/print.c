@@ -189,3 +189,5 @@ double cwm_workload_flops(const cwm_workload *w) {
   }
   return total;
 }
+
+void cwm_expr_print(cwm_buf *b, const cwm_workload *w, const cwm_op *op, const cwm_expr *e) { put_expr(b, w, op, e); }
