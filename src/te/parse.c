@@ -880,11 +880,6 @@ static int parse_input(parser *p) {
   }
   if (!end_of_statement(p)) return 0;
   p->w->nops++;
-  cwm_err be = {0};
-  if (cwm_op_check_bounds(p->w, p->w->nops - 1, &be)) {
-    perr(p, &nt, "%s", be.msg);
-    return 0;
-  }
   return 1;
 }
 
