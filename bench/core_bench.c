@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cwm/search.h"
+#include "env.h"
 #include "anchors.h"
 
 
@@ -30,6 +31,7 @@ static int speed(const char *id, int threads) {
   }
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
+  cli_env_measure(&mo);
   mo.threads = threads;
   mo.repeats = 7;
   mo.min_repeat_ms = 50;
@@ -93,6 +95,8 @@ static int builder(void) {
     }
     cwm_measure_opts mo;
     cwm_measure_opts_default(&mo);
+    cli_env_measure(&mo);
+  cli_env_measure(&mo);
     mo.cache_dir = dir;
     mo.batch = batches[bi];
     mo.build_jobs = 2;
@@ -118,6 +122,7 @@ static int builder(void) {
 }
 
 int main(int argc, char **argv) {
+  cli_env_apply();
   const char *threads = "1,2";
   int skip_builder = 0, skip_speed = 0;
   for (int i = 1; i < argc; i++) {

@@ -39,6 +39,7 @@
 #include "cwm/search.h"
 #include "cwm/state.h"
 #include "cwm/world.h"
+#include "env.h"
 #include "anchors.h"
 
 #define MAXID 32
@@ -1392,6 +1393,7 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
   strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
   cwm_measure_opts mo; /* the protocol cwm tune uses where paper_cpu does not set it */
   cwm_measure_opts_default(&mo);
+  cli_env_measure(&mo);
   cwm_buf_printf(&r, "# cwm against Ansor: the paper's CPU experiments\n\n");
   cwm_buf_printf(&r,
                  "Written by `bench/paper_cpu` (%s) from the logs under `%s`; nothing here is typed by hand. "
@@ -1684,7 +1686,10 @@ static void write_report(const ctx_t *c, const char *argv0_cmd) {
     cwm_err e = {0};
     const char *mp = cwm_world_default_path();
     cwm_world *wm = mp ? cwm_world_load(mp, &e) : NULL;
-    cwm_costmodel *wcm = wm ? cwm_costmodel_world(wm, &e) : NULL;
+    cwm_world_cm_opts wo;
+    cwm_world_cm_opts_default(&wo);
+    cli_env_world_cm(&wo);
+    cwm_costmodel *wcm = wm ? cwm_costmodel_world(wm, &wo, &e) : NULL;
     char pf[1024];
     snprintf(pf, sizeof pf, "%s/ansor-pretrained.bin", c->dir);
     cwm_costmodel *acm = file_exists(pf) ? cwm_costmodel_ansor(1, pf, &e) : NULL;
@@ -1801,6 +1806,7 @@ static const char *USAGE =
     "(DIR/sample/final_ID.*): those runs span days, and the machine's speed drifts between them.\n";
 
 int main(int argc, char **argv) {
+  cli_env_apply();
   ctx_t c;
   memset(&c, 0, sizeof c);
   c.dir = "bench-out/paper";

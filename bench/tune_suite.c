@@ -18,6 +18,7 @@
 #include "cwm/costmodel.h"
 #include "cwm/search.h"
 #include "cwm/world.h"
+#include "env.h"
 #include "anchors.h"
 
 static volatile int g_stop; /* Ctrl-C: the tuning round in flight ends, nothing else starts */
@@ -89,6 +90,7 @@ static const char HELP[] =
     "oneDNN), not the tuning one: --final-protocol tune keeps --repeats/--min-repeat-ms.\n";
 
 int main(int argc, char **argv) {
+  cli_env_apply();
   const char *models = "ansor", *ids = NULL, *logdir = "bench-logs", *pretrained = NULL, *suite = NULL;
   int trials = 64, threads = 1, torch = 1, repeats = -1; /* -1, -1: cwm tune's protocol */
   int final_rounds = 3, confirm = 8, anchor_protocol = 1;
@@ -134,6 +136,7 @@ int main(int argc, char **argv) {
   }
   cwm_measure_opts proto;
   cwm_measure_opts_default(&proto);
+  cli_env_measure(&proto);
   if (repeats > 0) proto.repeats = repeats;
   if (min_ms > 0) proto.min_repeat_ms = min_ms;
   if (!suite) suite = cwm_suite_default_path();
@@ -199,6 +202,7 @@ int main(int argc, char **argv) {
       cwm_task *t = cwm_task_new(w, &mo, &e);
       cwm_tune_opts to;
       cwm_tune_opts_default(&to);
+      cli_env_space(&to.space);
       to.trials = trials;
       to.seed = (uint64_t)seed;
       to.stop = &g_stop;
@@ -217,7 +221,10 @@ int main(int argc, char **argv) {
         const char *mp = cwm_world_default_path();
         cwm_world *wm = mp ? cwm_world_load(mp, &e) : NULL;
         if (!mp) snprintf(e.msg, sizeof e.msg, "no default world model (models/default.cwm)");
-        m = wm ? cwm_costmodel_world(wm, &e) : NULL;
+        cwm_world_cm_opts wo;
+        cwm_world_cm_opts_default(&wo);
+        cli_env_world_cm(&wo);
+        m = wm ? cwm_costmodel_world(wm, &wo, &e) : NULL;
       } else {
         m = cwm_costmodel_ansor((uint64_t)seed, pretrained, &e);
       }

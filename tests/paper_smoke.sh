@@ -23,7 +23,7 @@ run 1 || { cat "$W/stderr.1"; exit 1; }
 fail() { echo "paper_smoke: $*"; cat "$W/stderr.1"; exit 1; }
 [ -s "$W/REPORT.md" ] || fail "no report"
 grep -q "mean of 3 timed repeats of at least 10 ms" "$W/REPORT.md" || fail "the report does not give the protocol"
-grep -q '"repeats": 3, "min_repeat_ms": 10' "$W/runs/b64/world_layernorm_s1.json" || fail "run not measured with --repeats 3"
+grep -q '"repeats":3,"min_repeat_ms":10' "$W/runs/b64/world_layernorm_s1.json" || fail "run not measured with --repeats 3"
 for m in world ansor ansor-pre random no-contrastive; do
   for id in softmax_attn layernorm; do
     n=$(wc -l < "$W/runs/b64/${m}_${id}_s1.jsonl")

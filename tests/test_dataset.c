@@ -585,6 +585,7 @@ static void test_measure(void) {
   snprintf(wl[1].spec, sizeof wl[1].spec, "softmax B=1 M=4 N=9");
   cwm_collect_opts o;
   cwm_collect_opts_default(&o);
+  test_env_measure(&o.measure);
   o.per_workload = 4;
   o.population = 32;
   o.generations = 1;
@@ -638,6 +639,7 @@ static void test_measure(void) {
   /* label noise: re-measuring every good record (the corrupt last line is skipped) */
   cwm_remeasure_opts ro;
   cwm_remeasure_opts_default(&ro);
+  test_env_measure(&ro.measure);
   ro.log_path = o.log_path;
   static char outp[256];
   snprintf(outp, sizeof outp, "%s", tmp("remeasured.jsonl"));

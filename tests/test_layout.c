@@ -353,6 +353,7 @@ static void test_runner(void) {
       " for (int i = 0; i < 9; i++) dst[0][j * 9 + i] = i < 8 ? src[0][j * 8 + i] : 0.0f; }\n";
   cwm_measure_opts o;
   cwm_measure_opts_default(&o);
+  test_env_measure(&o);
   o.repeats = 2;
   o.min_repeat_ms = 1;
   cwm_candidate rc = {.body = ref_body, .entry = "lt_ref", .nargs = 3, .arg_len = {48, 6, 8}};

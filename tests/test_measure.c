@@ -63,6 +63,7 @@ static cwm_candidate cand(const char *body, const char *entry) {
 static cwm_measure_opts opts(void) {
   cwm_measure_opts o;
   cwm_measure_opts_default(&o);
+  test_env_measure(&o);
   o.cache_dir = g_dir;
   o.cflags = "-O2 -fPIC -shared -fopenmp";
   o.repeats = 3;

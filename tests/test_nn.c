@@ -160,20 +160,14 @@ static void fd_check(const char *what, probe *p, float *x, size_t n, const float
 /* ---- BLAS ---------------------------------------------------------------------------------- */
 
 static void test_blas(void) {
-  /* A missing library is CWM_EDEP naming the package; the environment is restored after. */
+  /* A missing library is CWM_EDEP naming the package; the test's choice is restored after. */
   const char *old = getenv("CWM_OPENBLAS_LIB");
-  char *saved = old ? cwm_xstrdup(old) : NULL;
-  setenv("CWM_OPENBLAS_LIB", "/nonexistent/libopenblas.so.0", 1);
+  cwm_blas_set_library("/nonexistent/libopenblas.so.0");
   cwm_err err = {0};
   int rc = cwm_blas_init(&err);
   CHECKF(rc == CWM_EDEP && err.code == CWM_EDEP, "rc %d", rc);
   CHECKF(strstr(err.msg, "libopenblas0") != NULL, "message: %s", err.msg);
-  if (saved) {
-    setenv("CWM_OPENBLAS_LIB", saved, 1);
-    free(saved);
-  } else {
-    unsetenv("CWM_OPENBLAS_LIB");
-  }
+  cwm_blas_set_library(old);
   rc = cwm_blas_init(&err);
   if (rc) fprintf(stderr, "note: %s; the products run on the portable loop\n", err.msg);
   CHECK(cwm_blas_active() == (rc == CWM_OK));

@@ -311,11 +311,11 @@ static void test_action_features(void) {
 static int child_without_xgboost(const char *lib) {
   pid_t pid = fork();
   if (pid == 0) {
-    setenv("CWM_XGBOOST_LIB", lib, 1);
+    cwm_xgb_set_library(lib);
     int bad = 0;
     cwm_err e = {0};
     if (cwm_xgb(&e) != NULL || e.code != CWM_EDEP || !strstr(e.msg, lib) || strchr(e.msg, '\n')) bad |= 1;
-    fprintf(stderr, "  (child, CWM_XGBOOST_LIB=%s) %s\n", lib, e.msg);
+    fprintf(stderr, "  (child, library %s) %s\n", lib, e.msg);
     cwm_err e2 = {0};
     if (cwm_ranker_new(NULL, &e2) != NULL || e2.code != CWM_EDEP || strcmp(e2.msg, e.msg)) bad |= 2;
     cwm_err e3 = {0};

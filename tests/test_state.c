@@ -168,6 +168,7 @@ static void test_ansor_example(void) {
     cwm_workload *w = cwm_workload_from_spec("matmul M=512 N=64 K=1024", NULL, &e);
     cwm_measure_opts mo;
     cwm_measure_opts_default(&mo);
+    test_env_measure(&mo);
     mo.repeats = 1;
     cwm_task *task = cwm_task_new(w, &mo, &e);
     cwm_state *sd = replay((cwm_dag *)cwm_task_dag(task), steps);
@@ -189,6 +190,7 @@ static void test_heap_local(void) {
   cwm_workload *w = cwm_workload_from_spec("matmul M=512 N=512 K=1", NULL, &e);
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
+  test_env_measure(&mo);
   mo.repeats = 1;
   cwm_task *task = cwm_task_new(w, &mo, &e);
   cwm_state *sd = replay((cwm_dag *)cwm_task_dag(task), "[[\"CHW\",2,\"local\"],[\"SP\",3,0,512,[512],1],[\"CA\",2,3,0]]");

@@ -78,6 +78,7 @@ static int measure_records(const char *path) {
   }
   cwm_collect_opts o;
   cwm_collect_opts_default(&o);
+  test_env_measure(&o.measure);
   o.per_workload = 12;
   o.population = 64;
   o.generations = 1;
@@ -175,7 +176,7 @@ static void version_case(const char *model, char ver) {
     /* an older model loads without its ranker, whose rows had fewer action features; the cost
      * model then asks for a retrained one */
     CHECKF(w != NULL && cwm_world_ranker(w) == NULL, "version 2: %s", e.msg);
-    cwm_costmodel *m = w ? cwm_costmodel_world(w, &e) : NULL; /* frees w on failure */
+    cwm_costmodel *m = w ? cwm_costmodel_world(w, NULL, &e) : NULL; /* frees w on failure */
     CHECKF(m == NULL && strstr(e.msg, "cwm train ranker"), "version 2 cost model: %s", e.msg);
     cwm_costmodel_free(m);
     return;
@@ -188,7 +189,7 @@ static void version_case(const char *model, char ver) {
  * in rounds of 8, every one measured. */
 static void tune_small(cwm_world *w, const char *spec, int trials, uint64_t seed, const char *what) {
   cwm_err e = {0};
-  cwm_costmodel *m = cwm_costmodel_world(w, &e);
+  cwm_costmodel *m = cwm_costmodel_world(w, NULL, &e);
   CHECKF(m != NULL, "%s: %s", what, e.msg);
   cwm_workload *tw = cwm_workload_from_spec(spec, NULL, &e);
   cwm_measure_opts mo = test_measure_opts(1);
@@ -279,7 +280,7 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
     /* the search's scores are the ranker's on those rows */
     double *p1 = calloc((size_t)n, sizeof(double)), *p2 = calloc((size_t)n, sizeof(double));
     CHECK(cwm_ranker_predict(cwm_world_ranker(a), rows, n, nf, p1, &e) == 0);
-    cwm_costmodel *cm = cwm_costmodel_world(a, &e);
+    cwm_costmodel *cm = cwm_costmodel_world(a, NULL, &e);
     CHECKF(cm != NULL, "%s", e.msg);
     if (cm) {
       CHECKF(cwm_costmodel_predict(cm, s, n, p2, &e) == 0, "%s", e.msg);
@@ -507,7 +508,7 @@ int main(void) {
     /* syntactic noise by scores: a workload against itself correlates perfectly; against the
      * shape one off, the same schedules fit and the correlation is a number in [-1, 1] */
     cwm_world *nw = dp ? cwm_world_load(dp, &e) : NULL;
-    cwm_costmodel *cm = nw ? cwm_costmodel_world(nw, &e) : NULL;
+    cwm_costmodel *cm = nw ? cwm_costmodel_world(nw, NULL, &e) : NULL;
     CHECKF(cm != NULL, "%s", e.msg);
     cwm_workload *a = cwm_workload_from_spec("matmul M=32 N=32 K=32", NULL, &e);
     cwm_workload *b = cwm_workload_from_spec("matmul M=31 N=31 K=31", NULL, &e);
@@ -528,7 +529,7 @@ int main(void) {
   }
   if (dp) {
     /* the hand-off: once a workload has 128 measured records, the score blends Ansor's online
-     * model with the world model's (ranks in [0, 1]); before, and with CWM_WORLD_HANDOFF=0, it is
+     * model with the world model's (ranks in [0, 1]); before, and with the hand-off off, it is
      * the world model's own */
     int n = 0;
     cwm_dag *d = NULL;
@@ -545,9 +546,9 @@ int main(void) {
     cwm_costmodel *cm[3];
     double *p[3];
     for (int k = 0; k < 3; k++) {
-      setenv("CWM_WORLD_HANDOFF", k == 2 ? "0" : "1", 1);
+      cwm_world_cm_opts wo = {.handoff = k != 2};
       cwm_world *hw = cwm_world_load(dp, &e);
-      cm[k] = hw ? cwm_costmodel_world(hw, &e) : NULL;
+      cm[k] = hw ? cwm_costmodel_world(hw, &wo, &e) : NULL;
       CHECKF(cm[k] != NULL, "%s", e.msg);
       p[k] = calloc(150, sizeof(double));
       int feed = k == 1 ? 100 : q; /* model 1 stays under the threshold */
@@ -556,14 +557,12 @@ int main(void) {
         CHECKF(cwm_costmodel_predict(cm[k], s + q, 150, p[k], &e) == 0, "%s", e.msg);
       }
     }
-    unsetenv("CWM_WORLD_HANDOFF");
     int in01 = 1, differ = 0, same_off = 1, same_under = 1;
     cwm_costmodel *fresh = NULL;
     {
-      setenv("CWM_WORLD_HANDOFF", "0", 1);
+      cwm_world_cm_opts wo = {.handoff = 0};
       cwm_world *fw = cwm_world_load(dp, &e);
-      fresh = fw ? cwm_costmodel_world(fw, &e) : NULL;
-      unsetenv("CWM_WORLD_HANDOFF");
+      fresh = fw ? cwm_costmodel_world(fw, &wo, &e) : NULL;
     }
     double *p0 = calloc(150, sizeof(double));
     if (fresh && n >= 200) {
@@ -594,9 +593,9 @@ int main(void) {
       CHECKF(nf >= 128, "%d records outside the family", nf);
       double *pf[2];
       for (int k = 0; k < 2; k++) {
-        setenv("CWM_WORLD_HANDOFF", k ? "0" : "1", 1);
+        cwm_world_cm_opts wo = {.handoff = !k};
         cwm_world *hw = cwm_world_load(dp, &e);
-        cwm_costmodel *c = hw ? cwm_costmodel_world(hw, &e) : NULL;
+        cwm_costmodel *c = hw ? cwm_costmodel_world(hw, &wo, &e) : NULL;
         CHECKF(c != NULL, "%s", e.msg);
         pf[k] = calloc(150, sizeof(double));
         if (c) {
@@ -605,7 +604,6 @@ int main(void) {
         }
         cwm_costmodel_free(c);
       }
-      unsetenv("CWM_WORLD_HANDOFF");
       int unseen = 0, own = 1, blended = 0;
       for (int i = 0; i < 150; i++) {
         if (!(pf[1][i] > CWM_SCORE_INVALID)) continue;

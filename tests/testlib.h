@@ -14,4 +14,6 @@ int test_done(void);
 #include "cwm/measure.h"
 /* The measuring protocol of tests: one repeat of at least min_repeat_ms (0: one call). */
 cwm_measure_opts test_measure_opts(double min_repeat_ms);
+/* CWM_CACHE_DIR and CC from the test's environment into measure options just defaulted. */
+void test_env_measure(cwm_measure_opts *mo);
 #endif

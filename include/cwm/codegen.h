@@ -13,13 +13,19 @@
 typedef struct {
   int reference;        /* straightforward kernel, double accumulation (initial state only) */
   const char *fn_name;  /* name of the typed function; default "cwm_k_<hash>" */
-  int vec_lanes;        /* widest vector of a register tile: 8 or 16 floats; 0: cwm_codegen_host_lanes() */
+  int vec_lanes;        /* widest vector of a register tile: 8 or 16 floats; 0: cwm_codegen_lanes() */
 } cwm_codegen_opts;
 
-/* The vector width register tiles use on this machine: 16 floats where the CPU has AVX-512F,
- * else 8; the environment variable CWM_VEC_LANES (8 or 16) overrides it. A 16-lane kernel still
- * compiles and runs right without AVX-512 (the compiler splits each vector in two). */
+/* The vector width of this machine's CPU: 16 floats where it has AVX-512F, else 8. */
 int cwm_codegen_host_lanes(void);
+/* The vector width register tiles target where no vec_lanes is given (kernels, the sampler's
+ * max_vectorize default, the hand schedules): the one set by cwm_codegen_set_lanes, else
+ * cwm_codegen_host_lanes(). A 16-lane kernel still compiles and runs right without AVX-512 (the
+ * compiler splits each vector in two). */
+int cwm_codegen_lanes(void);
+/* Sets that width for the process: 8 or 16; anything else goes back to the CPU's. Call it before
+ * any other thread generates code. */
+void cwm_codegen_set_lanes(int lanes);
 
 typedef struct {
   char *body;                        /* C fragment: typed function + `void <entry>(float *const *args)`

@@ -60,9 +60,9 @@ typedef struct {
   int batch;              /* kernels per compiler invocation; default 4 */
   int check;              /* compare against the reference; default 1 */
   double tol;             /* tolerance factor, see cwm_measure_check; default 1e-5 */
-  const char *cc;         /* default $CC or "gcc" */
+  const char *cc;         /* default "gcc" */
   const char *cflags;     /* default "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared" */
-  const char *cache_dir;  /* default $CWM_CACHE_DIR, else $HOME/.cache/cwm, else /tmp/cwm-cache */
+  const char *cache_dir;  /* default NULL: /tmp/cwm-cache (the CLI sets $CWM_CACHE_DIR or ~/.cache/cwm) */
   unsigned long long seed;/* input data seed; default 1 */
   int verbose;
 } cwm_measure_opts;
@@ -108,8 +108,7 @@ int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const 
 int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **so_path,
               cwm_result *res, cwm_err *err);
 
-/* The cache directory o would use: o->cache_dir, else $CWM_CACHE_DIR, else $HOME/.cache/cwm, else
- * /tmp/cwm-cache (the returned string may live in a static buffer). */
+/* The cache directory o would use: o->cache_dir, else /tmp/cwm-cache. */
 const char *cwm_measure_cache_dir(const cwm_measure_opts *o);
 /* Compiler processes this process has started so far (tests use it to tell a cache hit). */
 long cwm_measure_compiler_runs(void);

@@ -37,11 +37,14 @@ void cwm_parallel_for(int n, long work, cwm_range_fn fn, void *ctx);
 /* ---- BLAS ---------------------------------------------------------------------------------- */
 
 /* Loads OpenBLAS at run time (dlopen; nothing is linked at build time): the library named by
- * $CWM_OPENBLAS_LIB if set, else libopenblas.so.0, else libblas.so.3, and resolves cblas_sgemm.
+ * cwm_blas_set_library if set, else libopenblas.so.0, else libblas.so.3, and resolves cblas_sgemm.
  * Returns CWM_EDEP with one line naming the library and the Debian package when none loads;
  * a library loaded by an earlier successful call then stays in use. Call it once before
  * building models, from one thread, before any other thread calls cwm_sgemm. */
 int cwm_blas_init(cwm_err *err);
+/* The BLAS library cwm_blas_init loads instead of the Debian sonames (NULL or "": those); the
+ * path is copied. Call it before cwm_blas_init, from one thread. */
+void cwm_blas_set_library(const char *path);
 /* 1 when cwm_sgemm goes to the loaded BLAS, 0 when it uses the portable loop. */
 int cwm_blas_active(void);
 /* C = alpha * op(A) op(B) + beta * C, row-major, op(X) = X^T when transX; op(A) is [M,K],

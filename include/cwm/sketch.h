@@ -14,7 +14,7 @@ void cwm_states_free(cwm_state **s, int n);
 /* cores: sets the parallel degree sought (16 * cores); max_innermost: largest innermost split
  * factor; max_vectorize: largest fused extent that is vectorized; vectorize_reorder: a tiled
  * stage may vectorize another loop of its innermost tile level, moved innermost (annotate.c);
- * register_tile: the register-tile prior of annotate.c (CWM_REGISTER_TILE=0 turns it off). */
+ * register_tile: the register-tile prior of annotate.c (default 1; 0 turns it off). */
 typedef struct {
   int cores;
   int max_innermost;

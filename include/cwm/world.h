@@ -190,11 +190,21 @@ int cwm_ansor_pretrain(const char *records, double vf, uint64_t seed, const char
 
 /* ---- the cost model ------------------------------------------------------------------------ */
 
-/* The world model as the search's cost model; takes ownership of w. update() boosts the ranker
- * with the records measured so far for their workload (one query group) after every round. */
-cwm_costmodel *cwm_costmodel_world(cwm_world *w, cwm_err *err);
-/* The default model file: $CWM_MODEL, else <source dir>/models/default.cwm, else
- * /usr/local/share/cwm/default.cwm; NULL if none exists. */
+/* handoff: from the second round the candidates' scores blend in Ansor's model trained from
+ * scratch on the workload's own measurements (architecture.md); 0 keeps the world model alone. */
+typedef struct {
+  int handoff; /* default 1 */
+} cwm_world_cm_opts;
+void cwm_world_cm_opts_default(cwm_world_cm_opts *o);
+
+/* The world model as the search's cost model; takes ownership of w (NULL o: the defaults).
+ * update() boosts the ranker with the records measured so far for their workload (one query
+ * group) after every round. */
+cwm_costmodel *cwm_costmodel_world(cwm_world *w, const cwm_world_cm_opts *o, cwm_err *err);
+/* The default model file: the one set by cwm_world_set_default_path, else
+ * <source dir>/models/default.cwm, else /usr/local/share/cwm/default.cwm; NULL if none exists. */
 const char *cwm_world_default_path(void);
+/* Sets the file cwm_world_default_path returns (NULL or "": back to the search above); copied. */
+void cwm_world_set_default_path(const char *path);
 
 #endif

@@ -53,6 +53,9 @@ typedef struct {
  * one-line message when the library is missing, lacks a function or is older than 1.6; the
  * outcome is cached, so a process that failed once keeps failing the same way. */
 const cwm_xgb_api *cwm_xgb(cwm_err *err);
+/* The library cwm_xgb opens instead of the Debian soname (NULL or "": the soname). Only a call
+ * before the first cwm_xgb counts, since the outcome is cached; the path is copied. */
+void cwm_xgb_set_library(const char *path);
 
 /* Fills err with CWM_EDEP and "xgboost: <what>: <XGBGetLastError>", returns CWM_EDEP. */
 int cwm_xgb_fail(const cwm_xgb_api *x, cwm_err *err, const char *what);

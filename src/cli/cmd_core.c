@@ -1,5 +1,6 @@
 /* cmd_core.c: show, sample, replay, codegen, measure. */
 #include "cli.h"
+#include "env.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -181,6 +182,7 @@ int cmd_measure(int argc, char **argv) {
   if (!w) return rc;
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
+  cli_env_measure(&mo);
   mo.threads = (int)cli_get_long(o, NOPT(o), "--threads", mo.threads);
   mo.repeats = (int)cli_get_long(o, NOPT(o), "--repeats", mo.repeats);
   mo.min_repeat_ms = (double)cli_get_long(o, NOPT(o), "--min-repeat-ms", (long)mo.min_repeat_ms);
@@ -247,6 +249,7 @@ int cmd_demo(int argc, char **argv) {
   if (!w) return rc;
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
+  cli_env_measure(&mo);
   mo.threads = (int)cli_get_long(o, NOPT(o), "--threads", 1);
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) return cli_fail(&e);

@@ -3,6 +3,7 @@
  * collection, statistics, the split by workload, and noise pairs. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "env.h"
 #include "cwm/dataset.h"
 
 #include <errno.h>
@@ -110,6 +111,7 @@ static void sample_worker(const cwm_wl_entry *wl, int n, int per, uint64_t seed,
   if (!f) _exit(CWM_EIO);
   cwm_space_opts so;
   cwm_space_opts_default(&so);
+  cli_env_space(&so);
   cwm_buf b;
   cwm_buf_init(&b);
   for (;;) {
@@ -308,6 +310,7 @@ static int cmd_measure_ds(int argc, char **argv) {
   const char *wpath = cli_get(o, NOPT(o), "--workloads");
   cwm_collect_opts co;
   cwm_collect_opts_default(&co);
+  cli_env_measure(&co.measure);
   co.log_path = cli_get(o, NOPT(o), "--log");
   if (!wpath || !co.log_path) return cli_usage("dataset measure", MEASURE_HELP, "--workloads and --log are required");
   co.per_workload = (int)cli_get_long(o, NOPT(o), "--per-workload", co.per_workload);
@@ -368,6 +371,7 @@ static int cmd_remeasure(int argc, char **argv) {
   if (rc) return rc < 0 ? 0 : rc;
   cwm_remeasure_opts ro;
   cwm_remeasure_opts_default(&ro);
+  cli_env_measure(&ro.measure);
   ro.log_path = cli_get(o, NOPT(o), "--log");
   ro.out_path = cli_get(o, NOPT(o), "--out");
   if (!ro.log_path || !ro.out_path) return cli_usage("dataset remeasure", REMEASURE_HELP, "--log and --out are required");

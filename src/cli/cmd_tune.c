@@ -3,6 +3,7 @@
  * the measurements in flight; every record already measured stays in the log. With --network
  * the work goes to cmd_tune_network.c. */
 #include "cli.h"
+#include "env.h"
 #include "cwm/costmodel.h"
 
 #include <cJSON.h>
@@ -105,6 +106,7 @@ int cmd_tune(int argc, char **argv) {
   if (!w) return rc;
   cwm_tune_opts to;
   cwm_tune_opts_default(&to);
+  cli_env_space(&to.space);
   to.trials = (int)cli_get_long(o, NOPT(o), "--trials", to.trials);
   to.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
   to.per_round = (int)cli_get_long(o, NOPT(o), "--per-round", to.per_round);
@@ -129,6 +131,7 @@ int cmd_tune(int argc, char **argv) {
     return cli_usage("tune", TUNE_HELP, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
+  cli_env_measure(&mo);
   if ((rc = cli_tune_protocol(o, NOPT(o), "tune", TUNE_HELP, &mo))) return rc;
   to.space.cores = mo.threads;
   const char *model = cli_get(o, NOPT(o), "--model");

@@ -3,6 +3,7 @@
  * estimated end-to-end latency, a table per subgraph at the end, each best kernel exported into
  * DIR/<name>/, and a JSON summary. Ctrl-C ends the run after the measurements in flight. */
 #include "cli.h"
+#include "env.h"
 #include "cwm/costmodel.h"
 #include "cwm/scheduler.h"
 
@@ -150,6 +151,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
     if (cli_get(o, nopt, single[k])) return cli_usage("tune", help, "%s does not go with --network", single[k]);
   cwm_net_opts no;
   cwm_net_opts_default(&no);
+  cli_env_space(&no.tune.space);
   no.trials = (int)cli_get_long(o, nopt, "--trials", no.trials);
   no.per_round = (int)cli_get_long(o, nopt, "--per-round", no.per_round);
   uint64_t seed = (uint64_t)cli_get_long(o, nopt, "--seed", 1);
@@ -167,6 +169,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
     return cli_usage("tune", help, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
+  cli_env_measure(&mo);
   int prc = cli_tune_protocol(o, nopt, "tune", help, &mo);
   if (prc) return prc;
   no.tune.space.cores = mo.threads;

@@ -2,6 +2,7 @@
  * its status into one line on stderr and an exit code (the cwm_status numbers). */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,19 @@ static const char *USAGE =
     "  0 ok   2 usage   3 malformed workload/spec/step text   4 step does not fit the state\n"
     "  5 file I/O   6 C compiler missing or failing   7 measurement infrastructure failed\n"
     "  8 nothing could be scheduled or measured   9 model file bad   10 runtime library missing\n"
-    "  70 internal error\n";
+    "  70 internal error\n"
+    "\n"
+    "environment:\n"
+    "  CWM_SUITE          the suite file (default: the source tree's bench/suite.tsv, else bench/suite.tsv)\n"
+    "  CWM_MODEL          the world model file when no --model-file is given\n"
+    "  CWM_CACHE_DIR      where kernels are compiled and cached (default $HOME/.cache/cwm)\n"
+    "  HOME               the default cache is under it; without it, /tmp/cwm-cache\n"
+    "  CC                 the C compiler for kernels (default gcc)\n"
+    "  CWM_VEC_LANES      8 or 16: the register tiles' vector lanes (default 16 where the CPU has AVX-512)\n"
+    "  CWM_REGISTER_TILE  0 turns off the sampler's register-tile prior\n"
+    "  CWM_WORLD_HANDOFF  0 turns off the world model's hand-off to Ansor's model\n"
+    "  CWM_XGBOOST_LIB    the XGBoost library to open (default libxgboost.so.0)\n"
+    "  CWM_OPENBLAS_LIB   the OpenBLAS library to open (default libopenblas.so.0, else libblas.so.3)\n";
 
 int cli_fail(const cwm_err *e) {
   fprintf(stderr, "cwm: %s\n", e->msg[0] ? e->msg : "error");
@@ -55,6 +68,7 @@ int cli_usage(const char *cmd, const char *help, const char *fmt, ...) {
 }
 
 int main(int argc, char **argv) {
+  cli_env_apply();
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(USAGE, argc < 2 ? stderr : stdout);
     return argc < 2 ? CWM_EUSAGE : 0;

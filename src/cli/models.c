@@ -1,5 +1,6 @@
 /* models.c: the cost model a command asked for by name (random, ansor, world). */
 #include "cli.h"
+#include "env.h"
 
 #include "cwm/world.h"
 
@@ -18,7 +19,10 @@ cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretra
     }
     cwm_world *w = cwm_world_load(path, e);
     if (!w) return NULL;
-    return cwm_costmodel_world(w, e);
+    cwm_world_cm_opts wo;
+    cwm_world_cm_opts_default(&wo);
+    cli_env_world_cm(&wo);
+    return cwm_costmodel_world(w, &wo, e);
   }
   cwm_fail(e, CWM_EUSAGE, "unknown --model '%s' (random, ansor, world)", name);
   return NULL;

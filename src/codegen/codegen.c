@@ -19,17 +19,19 @@ static long max_reduction(const cwm_workload *w) {
 }
 
 int cwm_codegen_host_lanes(void) {
-  static int lanes;
-  if (!lanes) {
-    const char *e = getenv("CWM_VEC_LANES");
-    if (e && (!strcmp(e, "8") || !strcmp(e, "16"))) lanes = atoi(e);
 #if defined(__x86_64__) && defined(__GNUC__)
-    else if (__builtin_cpu_supports("avx512f")) lanes = 16;
+  if (__builtin_cpu_supports("avx512f")) return 16;
 #endif
-    else lanes = 8;
-  }
-  return lanes;
+  return 8;
 }
+
+/* The caller's target width, 0 until set: the sampler's defaults, the hand schedules and every
+ * kernel generated without options must agree on it, and none of them has options of its own. */
+static int g_lanes;
+
+void cwm_codegen_set_lanes(int lanes) { g_lanes = lanes == 8 || lanes == 16 ? lanes : 0; }
+
+int cwm_codegen_lanes(void) { return g_lanes ? g_lanes : cwm_codegen_host_lanes(); }
 
 /* The kernel's body into c->b: inputs converted on every call (runtime packs), intermediate
  * buffers at root, every root stage's nest, then the frees. */
@@ -137,7 +139,7 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
   cwm_buf_init(&b);
   c->s = s;
   c->ref = o && o->reference;
-  c->max_lanes = o && o->vec_lanes ? o->vec_lanes : cwm_codegen_host_lanes();
+  c->max_lanes = o && o->vec_lanes ? o->vec_lanes : cwm_codegen_lanes();
   c->vw = 8;
   c->b = &body;
   c->err = err;

@@ -84,16 +84,24 @@ static void one_line(char *s) {
     if (*s == '\n' || *s == '\r') *s = ' ';
 }
 
+/* The caller's choice of library, copied: the caller's string need not outlive the call. */
+static char chosen[512];
+
+void cwm_xgb_set_library(const char *path) {
+  pthread_mutex_lock(&lock);
+  snprintf(chosen, sizeof chosen, "%s", path ? path : "");
+  pthread_mutex_unlock(&lock);
+}
+
 static void open_library(void) {
-  const char *env = getenv("CWM_XGBOOST_LIB");
-  int from_env = env && *env;
-  snprintf(path_buf, sizeof path_buf, "%s", from_env ? env : CWM_XGB_SONAME);
+  int from_env = chosen[0] != 0;
+  snprintf(path_buf, sizeof path_buf, "%s", from_env ? chosen : CWM_XGB_SONAME);
   dlerror();
   void *h = dlopen(path_buf, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *de = dlerror();
     if (from_env)
-      cwm_fail(&failure, CWM_EDEP, "XGBoost runtime library %s (from CWM_XGBOOST_LIB) not found: %s", path_buf,
+      cwm_fail(&failure, CWM_EDEP, "XGBoost runtime library %s (chosen by the caller) not found: %s", path_buf,
                de ? de : "dlopen failed");
     else
       cwm_fail(&failure, CWM_EDEP,

@@ -41,24 +41,15 @@ void cwm_measure_opts_default(cwm_measure_opts *o) {
   o->batch = 4;
   o->check = 1;
   o->tol = 1e-5;
-  const char *cc = getenv("CC");
-  o->cc = cc && *cc ? cc : "gcc";
+  o->cc = "gcc";
   o->cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared";
-  o->cache_dir = NULL; /* resolved lazily by cwm_measure_cache_dir, so the environment is read late */
+  o->cache_dir = NULL; /* cwm_measure_cache_dir's fallback */
   o->seed = 1;
   o->verbose = 0;
 }
 
 const char *cwm_measure_cache_dir(const cwm_measure_opts *o) {
-  static char home_dir[PATH_CAP];
   if (o && o->cache_dir && *o->cache_dir) return o->cache_dir;
-  const char *e = getenv("CWM_CACHE_DIR");
-  if (e && *e) return e;
-  const char *home = getenv("HOME");
-  if (home && *home) {
-    snprintf(home_dir, sizeof home_dir, "%s/.cache/cwm", home);
-    return home_dir;
-  }
   return "/tmp/cwm-cache";
 }
 

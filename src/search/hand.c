@@ -12,7 +12,7 @@ static const struct {
   const char *id;
   const char *steps;
 } HAND[] = {
-    /* ---- 16-lane vectors (AVX-512), listed first: taken where cwm_codegen_host_lanes() is 16 ----
+    /* ---- 16-lane vectors (AVX-512), listed first: taken where cwm_codegen_lanes() is 16 ----
      * The same structures with register tiles of two 16-lane vectors: 8 x 32 for the matrix
      * products (16 accumulators of the 32 registers), and for the convolution the output channels
      * vectorized (32, packed contiguous by the layout rewrite) against 7 output columns. */
@@ -62,7 +62,7 @@ static const struct {
 int cwm_hand_schedule(const char *id, cwm_step **steps, int *n, cwm_err *err) {
   char wide[64];
   snprintf(wide, sizeof wide, "%s@16", id);
-  if (cwm_codegen_host_lanes() >= 16)
+  if (cwm_codegen_lanes() >= 16)
     for (size_t i = 0; i < sizeof HAND / sizeof HAND[0]; i++)
       if (!strcmp(HAND[i].id, wide)) return cwm_steps_parse(HAND[i].steps, steps, n, err);
   for (size_t i = 0; i < sizeof HAND / sizeof HAND[0]; i++)

@@ -572,8 +572,7 @@ void cwm_space_opts_default(cwm_space_opts *o) {
   o->cores = 2;
   o->max_innermost = 64;
   /* Ansor's 16 floats is two AVX2 vectors; where the machine has 16-lane vectors, two of those */
-  o->max_vectorize = 2 * cwm_codegen_host_lanes();
+  o->max_vectorize = 2 * cwm_codegen_lanes();
   o->vectorize_reorder = 1;
-  const char *rt = getenv("CWM_REGISTER_TILE");
-  o->register_tile = !(rt && !strcmp(rt, "0"));
+  o->register_tile = 1;
 }

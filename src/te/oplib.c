@@ -288,9 +288,15 @@ char *cwm_op_to_text(const char *spec, cwm_err *err) {
   return cwm_buf_take(&b);
 }
 
+/* The caller's choice of default suite, copied so the caller's string need not outlive the call. */
+static char g_suite_path[4096];
+
+void cwm_suite_set_default_path(const char *path) {
+  snprintf(g_suite_path, sizeof g_suite_path, "%s", path ? path : "");
+}
+
 const char *cwm_suite_default_path(void) {
-  const char *env = getenv("CWM_SUITE");
-  if (env && *env) return env;
+  if (g_suite_path[0]) return g_suite_path;
 #ifdef CWM_SOURCE_DIR
   /* The source tree's suite only if it is still there (an installed binary may outlive it). */
   if (access(CWM_SOURCE_DIR "/bench/suite.tsv", R_OK) == 0) return CWM_SOURCE_DIR "/bench/suite.tsv";

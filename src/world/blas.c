@@ -40,16 +40,21 @@ static sgemm_fn load_sgemm(const char *lib, char *why, size_t why_len, void (**s
   return f; /* the handle stays open for the life of the process */
 }
 
+/* The caller's choice of library, copied so the caller's string need not outlive the call. */
+static char g_chosen[4096];
+
+void cwm_blas_set_library(const char *path) { snprintf(g_chosen, sizeof g_chosen, "%s", path ? path : ""); }
+
 int cwm_blas_init(cwm_err *err) {
   char why[256] = "";
-  const char *env = getenv("CWM_OPENBLAS_LIB");
+  const char *env = g_chosen;
   sgemm_fn f = NULL;
   void (*st)(int) = NULL;
   if (env && *env) {
     f = load_sgemm(env, why, sizeof why, &st);
     if (!f)
       return cwm_fail(err, CWM_EDEP,
-                      "OpenBLAS: CWM_OPENBLAS_LIB=%s cannot be used (%s); unset it or point it at "
+                      "OpenBLAS: %s cannot be used (%s); unset it or point it at "
                       "libopenblas.so.0 (Debian package libopenblas0)",
                       env, why);
   } else {

@@ -783,7 +783,9 @@ static void world_free(cwm_costmodel *base) {
   free(m);
 }
 
-cwm_costmodel *cwm_costmodel_world(cwm_world *w, cwm_err *err) {
+void cwm_world_cm_opts_default(cwm_world_cm_opts *o) { o->handoff = 1; }
+
+cwm_costmodel *cwm_costmodel_world(cwm_world *w, const cwm_world_cm_opts *o, cwm_err *err) {
   if (!w) {
     cwm_fail(err, CWM_EMODEL, "world cost model: no model");
     return NULL;
@@ -801,8 +803,7 @@ cwm_costmodel *cwm_costmodel_world(cwm_world *w, cwm_err *err) {
   m->base.free = world_free;
   m->base.family_quota = WORLD_FAMILY_QUOTA;
   m->w = w;
-  const char *h = getenv("CWM_WORLD_HANDOFF");
-  if (!(h && !strcmp(h, "0"))) {
+  if (!o || o->handoff) {
     m->online = cwm_costmodel_ansor(1, NULL, err);
     if (!m->online) {
       world_free(&m->base);
@@ -812,13 +813,16 @@ cwm_costmodel *cwm_costmodel_world(cwm_world *w, cwm_err *err) {
   return &m->base;
 }
 
+/* The caller's choice of default model, copied so the caller's string need not outlive the call. */
+static char g_model_path[4096];
+
+void cwm_world_set_default_path(const char *path) {
+  snprintf(g_model_path, sizeof g_model_path, "%s", path ? path : "");
+}
+
 const char *cwm_world_default_path(void) {
   static char path[4096];
-  const char *env = getenv("CWM_MODEL");
-  if (env && *env) {
-    snprintf(path, sizeof path, "%s", env);
-    return path;
-  }
+  if (g_model_path[0]) return g_model_path;
 #ifdef CWM_SOURCE_DIR
   snprintf(path, sizeof path, "%s/models/default.cwm", CWM_SOURCE_DIR);
   if (access(path, R_OK) == 0) return path;

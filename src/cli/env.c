@@ -1,0 +1,50 @@
+/* env.c: every environment variable the cwm command honours, read here and nowhere else, so that
+ * `cwm --help` can list them all and the library stays a function of its arguments. */
+#include "env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cwm/codegen.h"
+#include "cwm/nn.h"
+#include "cwm/te.h"
+#include "cwm/xgb.h"
+
+static const char *var(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+void cli_env_apply(void) {
+  const char *v;
+  if ((v = var("CWM_XGBOOST_LIB"))) cwm_xgb_set_library(v);
+  if ((v = var("CWM_OPENBLAS_LIB"))) cwm_blas_set_library(v);
+  if ((v = var("CWM_MODEL"))) cwm_world_set_default_path(v);
+  if ((v = var("CWM_SUITE"))) cwm_suite_set_default_path(v);
+  /* only 8 and 16 are widths the code generator has; anything else leaves the CPU's */
+  if ((v = var("CWM_VEC_LANES")) && (!strcmp(v, "8") || !strcmp(v, "16"))) cwm_codegen_set_lanes(atoi(v));
+}
+
+void cli_env_measure(cwm_measure_opts *mo) {
+  /* the options keep the pointer, so the directory lives as long as the process */
+  static char home_dir[4096];
+  const char *v;
+  if ((v = var("CC"))) mo->cc = v;
+  if ((v = var("CWM_CACHE_DIR"))) {
+    mo->cache_dir = v;
+  } else if ((v = var("HOME"))) {
+    snprintf(home_dir, sizeof home_dir, "%s/.cache/cwm", v);
+    mo->cache_dir = home_dir;
+  }
+}
+
+void cli_env_space(cwm_space_opts *so) {
+  const char *v = getenv("CWM_REGISTER_TILE");
+  if (v && !strcmp(v, "0")) so->register_tile = 0;
+}
+
+void cli_env_world_cm(cwm_world_cm_opts *o) {
+  const char *v = getenv("CWM_WORLD_HANDOFF");
+  if (v && !strcmp(v, "0")) o->handoff = 0;
+}
