@@ -162,7 +162,10 @@ static void test_other_target(void) {
   size_t len = 0;
   char *text = cwm_read_file(a, &len, &e);
   CHECK(text != NULL);
-  if (!text) return;
+  if (!text) {
+    cwm_tune_result_free(&r1);
+    return;
+  }
   cwm_buf b;
   cwm_buf_init(&b);
   int swapped = 0;
@@ -184,6 +187,8 @@ static void test_other_target(void) {
   CHECKF(run_rounds(a, 8, 8, 11, 0, &r2, &e) == 0, "%s", e.msg);
   CHECKF(r2.resumed == 0 && r2.other_target == 8 && r2.measured == 8, "resumed %d, other target %d, measured %d",
          r2.resumed, r2.other_target, r2.measured);
+  cwm_tune_result_free(&r1);
+  cwm_tune_result_free(&r2);
 }
 
 static void test_all_fail(void) {
