@@ -17,6 +17,7 @@ typedef struct {
   char op[32];     /* the op library's op name (the scheduler's similarity group) */
   char spec[512];  /* op-library spec, or a description for workloads written as text */
   cwm_workload *w; /* owned; w->name is the task's name */
+  char key[17];    /* cwm_workload_key of w: what log records of the task carry */
   double weight;   /* how many steps run it per inference */
   int first_node;  /* the anchor node of its first occurrence (for messages) */
 } cwm_gtask;

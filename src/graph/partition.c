@@ -256,9 +256,7 @@ static int add_task(ctx *c, const char *op, const char *spec, const char *text, 
   cwm_workload_key(w, key);
   cwm_partition *p = c->p;
   for (int t = 0; t < p->ntasks; t++) {
-    char k2[17];
-    cwm_workload_key(p->tasks[t].w, k2);
-    if (!strcmp(key, k2)) {
+    if (!strcmp(key, p->tasks[t].key)) {
       cwm_workload_free(w);
       p->tasks[t].weight += 1;
       return t;
@@ -277,6 +275,7 @@ static int add_task(ctx *c, const char *op, const char *spec, const char *text, 
   snprintf(t->spec, sizeof t->spec, "%s", spec);
   snprintf(w->name, sizeof w->name, "%s", t->name);
   t->w = w;
+  memcpy(t->key, key, sizeof t->key);
   t->weight = 1;
   t->first_node = node;
   return p->ntasks++;
@@ -446,10 +445,11 @@ static int try_conv(ctx *c, int n) {
   return rc ? -1 : 1;
 }
 
-/* out = act(A x W^T + bias) with W given [N, K]. */
-static int dense_task(ctx *c, int n, int a, int wT, int64_t M, int64_t N, int64_t K, int after) {
-  int bias = -1, cur = after;
-  int u = sole_user(c, cur);
+/* out = act(A x W^T + bias) with W given [N, K]; bias is Gemm's C, or (-1) the constant of an Add
+ * that follows the product. */
+static int dense_task(ctx *c, int n, int a, int wT, int64_t M, int64_t N, int64_t K, int after, int bias) {
+  int cur = after;
+  int u = bias >= 0 ? -1 : sole_user(c, cur);
   if (is_op(c, u, "Add") && is_vec(c, other_in(c, u, cur), N)) {
     bias = other_in(c, u, cur);
     claim(c, &u, 1);
@@ -485,18 +485,7 @@ static int try_gemm(ctx *c, int n) {
   nd = &c->g->nodes[n]; /* the arrays may have moved */
   c->claimed[n] = 1;
   c->p->fused_nodes++;
-  if (!hasc) return dense_task(c, n, nd->in[0], wT, M, N, K, out0(c, n));
-  const char *act;
-  int bias = nd->in[2];
-  int cur = fuse_act(c, out0(c, n), &act);
-  char spec[512];
-  snprintf(spec, sizeof spec, "dense M=%lld N=%lld K=%lld bias=1 act=%s", (long long)M, (long long)N, (long long)K, act);
-  char *text;
-  if (op_text(c, n, spec, &text)) return -1;
-  int args[4] = {nd->in[0], wT, bias, cur};
-  int rc = add_kernel(c, "dense", spec, text, n, args, 4);
-  free(text);
-  return rc ? -1 : 1;
+  return dense_task(c, n, nd->in[0], wT, M, N, K, out0(c, n), hasc ? nd->in[2] : -1);
 }
 
 /* Which node produces v (live), or -1. */
@@ -515,7 +504,7 @@ static int try_matmul(ctx *c, int n) {
     nd = &c->g->nodes[n];
     c->claimed[n] = 1;
     c->p->fused_nodes++;
-    return dense_task(c, n, nd->in[0], wT, M, N, K, out0(c, n));
+    return dense_task(c, n, nd->in[0], wT, M, N, K, out0(c, n), -1);
   }
   if (is_const(c, nd->in[0]) || is_const(c, nd->in[1]) || a->ndim != b->ndim || a->ndim < 3) return 0;
   int64_t B = 1;

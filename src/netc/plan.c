@@ -18,12 +18,9 @@ int cwm_netc_schedules(const cwm_partition *p, const char *log_path, cwm_netc_sc
   memset(sched, 0, sizeof *sched * (size_t)p->ntasks);
   if (nbad) *nbad = 0;
   if (!log_path) return 0;
-  char(*keys)[17] = calloc((size_t)p->ntasks + 1, sizeof *keys);
   cwm_dag **dags = calloc((size_t)p->ntasks + 1, sizeof *dags);
-  for (int t = 0; t < p->ntasks; t++) cwm_workload_key(p->tasks[t].w, keys[t]);
   cwm_log_iter *it = cwm_log_iter_open(log_path, err);
   if (!it) {
-    free(keys);
     free(dags);
     return err ? err->code : CWM_EIO;
   }
@@ -38,7 +35,7 @@ int cwm_netc_schedules(const cwm_partition *p, const char *log_path, cwm_netc_sc
     if (got == 0) break;
     double cost = r.error ? CWM_FAILED_COST : cwm_record_cost(&r);
     for (int t = 0; t < p->ntasks && cost < CWM_FAILED_COST; t++) {
-      if (strcmp(r.key, keys[t]) || (sched[t].from_log && sched[t].cost <= cost)) continue;
+      if (strcmp(r.key, p->tasks[t].key) || (sched[t].from_log && sched[t].cost <= cost)) continue;
       /* the record must still replay on this workload (a log of another version may not) */
       cwm_err e = {0};
       if (!dags[t]) dags[t] = cwm_dag_new(p->tasks[t].w, &e);
@@ -61,7 +58,6 @@ int cwm_netc_schedules(const cwm_partition *p, const char *log_path, cwm_netc_sc
   cwm_log_iter_close(it);
   for (int t = 0; t < p->ntasks; t++) cwm_dag_free(dags[t]);
   free(dags);
-  free(keys);
   return rc;
 }
 
