@@ -43,6 +43,9 @@ typedef struct {
   long long packed_bytes;    /* weights converted to the kernels' layouts at create time */
 } cwm_netc_result;
 
+/* 1 if s can be a library's prefix: a C identifier of at most 40 characters. */
+int cwm_netc_name_ok(const char *s);
+
 /* Writes DIR/<prefix>.c, .h, _weights.bin, _runner.c, Makefile, <prefix>.cmake. The directory is
  * created; every file is written atomically. */
 int cwm_netc_write(const cwm_partition *p, const cwm_netc_sched *sched, const char *dir, const cwm_netc_opts *o,

@@ -102,9 +102,7 @@ int cmd_import(int argc, char **argv) {
   for (int t = 0; t < p->ntasks; t++) flops += p->tasks[t].weight * cwm_workload_flops(p->tasks[t].w);
   printf("tasks (%.4g GFLOP per inference):\n", flops * 1e-9);
   for (int t = 0; t < p->ntasks; t++) {
-    char key[17];
-    cwm_workload_key(p->tasks[t].w, key);
-    printf("  %-16s x%-3g %s  [%s]\n", p->tasks[t].name, p->tasks[t].weight, p->tasks[t].spec, key);
+    printf("  %-16s x%-3g %s  [%s]\n", p->tasks[t].name, p->tasks[t].weight, p->tasks[t].spec, p->tasks[t].key);
   }
   if (cli_get(o, NOPT(o), "--steps")) {
     printf("steps:\n");
@@ -161,10 +159,7 @@ int cmd_compile(int argc, char **argv) {
   cwm_err e = {0};
   /* the name is checked before any work, so that a typo does not cost an import */
   const char *P = no.prefix;
-  int ok = P[0] && strlen(P) <= 40 && !(P[0] >= '0' && P[0] <= '9');
-  for (const char *q = P; *q; q++)
-    ok &= (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_';
-  if (!ok) return cli_usage("compile", COMPILE_HELP, "--name '%s' is not a C identifier (at most 40 characters)", P);
+  if (!cwm_netc_name_ok(P)) return cli_usage("compile", COMPILE_HELP, "--name '%s' is not a C identifier (at most 40 characters)", P);
   cwm_graph *g;
   cwm_partition *p;
   if ((rc = cli_onnx_load(path, &g, &p, &e))) return cli_fail(&e);

@@ -22,7 +22,7 @@ void cwm_netc_opts_default(cwm_netc_opts *o) {
 
 /* ---- the library --------------------------------------------------------------------------------- */
 
-static int ident_ok(const char *s) {
+int cwm_netc_name_ok(const char *s) {
   if (!s || !s[0] || strlen(s) > 40 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
     return 0;
   for (const char *q = s; *q; q++)
@@ -63,9 +63,7 @@ typedef struct {
 /* Every task's kernel: its schedule from the log replayed, or the untransformed nest. */
 static int build_kernels(wctx *w) {
   const cwm_partition *p = w->p;
-  const cwm_graph *g = w->g;
   const char *P = w->P;
-  (void)p, (void)g, (void)P;
   const cwm_netc_sched *sched = w->sched;
   const cwm_netc_opts *o = w->o;
   cwm_kernel *ks = w->ks;
@@ -103,8 +101,6 @@ static int build_kernels(wctx *w) {
 static int collect_packs(wctx *w) {
   const cwm_partition *p = w->p;
   const cwm_graph *g = w->g;
-  const char *P = w->P;
-  (void)p, (void)g, (void)P;
   const plan *pl = &w->pl;
   const cwm_kernel *ks = w->ks;
   cwm_netc_result *res = w->res;
@@ -148,13 +144,10 @@ static int collect_packs(wctx *w) {
 }
 
 static void emit_header(const wctx *w, cwm_buf *h) {
-  const cwm_partition *p = w->p;
   const cwm_graph *g = w->g;
   const char *P = w->P;
-  (void)p, (void)g, (void)P;
   const char *src = w->src;
   const plan *pl = &w->pl;
-  /* ---- header */
   cwm_buf_printf(h, "/* %s.h: the network %s compiled by cwm %s.\n *\n", P, src, CWM_VERSION);
   cwm_buf_printf(h, " * Inputs (in this order, row-major contiguous arrays):\n");
   for (int i = 0; i < g->ninputs; i++) {
@@ -199,9 +192,7 @@ static void emit_header(const wctx *w, cwm_buf *h) {
 /* The library up to its run function: the runtime, the kernels, create and free. */
 static void emit_library(const wctx *w, cwm_buf *c) {
   const cwm_partition *p = w->p;
-  const cwm_graph *g = w->g;
   const char *P = w->P;
-  (void)p, (void)g, (void)P;
   const char *src = w->src;
   const plan *pl = &w->pl;
   const cwm_kernel *ks = w->ks;
@@ -211,7 +202,6 @@ static void emit_library(const wctx *w, cwm_buf *c) {
   int(*pk)[3] = w->pk;
   uint64_t wh = w->wh;
   cwm_netc_result *res = w->res;
-  /* ---- library */
   cwm_buf_printf(c, "/* %s.c: the network %s compiled by cwm %s: %d tasks (%d tuned), %d steps.\n", P, src, CWM_VERSION,
                  p->ntasks, res->tuned, p->nsteps);
   cwm_buf_printf(c, " * Build: see Makefile (%s %s). */\n", o->cc, o->cflags);
@@ -279,7 +269,6 @@ static int emit_run(wctx *w, cwm_buf *c) {
   const cwm_partition *p = w->p;
   const cwm_graph *g = w->g;
   const char *P = w->P;
-  (void)p, (void)g, (void)P;
   plan *pl = &w->pl;
   const cwm_kernel *ks = w->ks;
   int npk = w->npk;
@@ -359,11 +348,8 @@ static int emit_run(wctx *w, cwm_buf *c) {
 }
 
 static void emit_runner(const wctx *w, cwm_buf *r) {
-  const cwm_partition *p = w->p;
   const cwm_graph *g = w->g;
   const char *P = w->P;
-  (void)p, (void)g, (void)P;
-  /* ---- runner */
   cwm_buf_printf(r,
                  "/* %s_runner.c: runs the compiled network. usage: %s_runner WEIGHTS [-i INPUTS] [-o OUTPUTS] [-n RUNS] [-p]\n"
                  " * INPUTS: every input's bytes in order (as numpy's tofile writes them); OUTPUTS likewise.\n"
@@ -427,12 +413,8 @@ static void emit_runner(const wctx *w, cwm_buf *r) {
 }
 
 static void emit_build_files(const wctx *w, cwm_buf *mk, cwm_buf *cm) {
-  const cwm_partition *p = w->p;
-  const cwm_graph *g = w->g;
   const char *P = w->P;
-  (void)p, (void)g, (void)P;
   const cwm_netc_opts *o = w->o;
-  /* ---- build files */
   cwm_buf_printf(mk, "# Builds lib%s.a and %s_runner. make CC=... CFLAGS=... to change the compiler or flags.\n", P, P);
   cwm_buf_printf(mk, "CC ?= %s\nCFLAGS ?= %s\n\nall: lib%s.a %s_runner\n\n", o->cc, o->cflags, P, P);
   cwm_buf_printf(mk, "%s.o: %s.c %s.h\n\t$(CC) $(CFLAGS) -c %s.c -o $@\n\n", P, P, P, P);
@@ -450,10 +432,7 @@ static void emit_build_files(const wctx *w, cwm_buf *mk, cwm_buf *cm) {
 /* The weights file (magic, size, checksum, data) and the sources, each written atomically. */
 static int write_files(const wctx *w, const char *dir, const cwm_buf *h, const cwm_buf *c, const cwm_buf *r,
                        const cwm_buf *mk, const cwm_buf *cm) {
-  const cwm_partition *p = w->p;
-  const cwm_graph *g = w->g;
   const char *P = w->P;
-  (void)p, (void)g, (void)P;
   const plan *pl = &w->pl;
   uint64_t wh = w->wh;
   cwm_err *err = w->err;
@@ -488,7 +467,7 @@ int cwm_netc_write(const cwm_partition *p, const cwm_netc_sched *sched, const ch
   memset(&w, 0, sizeof w);
   w.p = p, w.g = p->g, w.sched = sched, w.o = o, w.res = res, w.err = err;
   w.P = o->prefix ? o->prefix : "model";
-  if (!ident_ok(w.P))
+  if (!cwm_netc_name_ok(w.P))
     return cwm_fail(err, CWM_EUSAGE, "the library name '%s' is not a C identifier (at most 40 characters)", w.P);
   w.pl.p = p, w.pl.g = p->g, w.pl.o = o, w.pl.err = err;
   cwm_codegen_safe_name(o->source ? o->source : p->g->name, w.src, sizeof w.src);
