@@ -18,9 +18,9 @@ then one machine-readable line per mode on stdout:
 
     torch_e2e<TAB>MODEL<TAB>MODE<TAB>THREADS<TAB>MEDIAN_MS
 
-Process setup as bench/torch_anchor.py (its prepare_process logic, repeated here because
-it must run before torch is imported): glibc malloc kept from trimming (re-exec once),
-OpenBLAS/OpenMP pinned to T threads, passive OpenMP waiting for BLAS-bound BERT at T > 1.
+Process setup as bench/torch_anchor.py (bench/torch_env.py, before torch is imported): glibc
+malloc kept from trimming (re-exec once), OpenBLAS/OpenMP pinned to T threads, passive OpenMP
+waiting for BLAS-bound BERT at T > 1.
 """
 import argparse
 import importlib.util
@@ -28,6 +28,8 @@ import os
 import statistics
 import sys
 import time
+
+import torch_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPORT_MODELS = os.path.join(HERE, "..", "scripts", "export-models.py")
@@ -82,17 +84,8 @@ def cwm_runner(args):
 
 
 def prepare_process(args):
-    """Same environment as bench/torch_anchor.py; must run before torch is imported."""
-    if "CWM_TORCH_ANCHOR_MALLOC" not in os.environ:
-        env = dict(os.environ, CWM_TORCH_ANCHOR_MALLOC="1",
-                   MALLOC_TRIM_THRESHOLD_=str(1 << 34), MALLOC_MMAP_THRESHOLD_=str(1 << 25))
-        sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    t = str(args.threads)
-    os.environ["OPENBLAS_NUM_THREADS"] = t
-    os.environ["OMP_NUM_THREADS"] = t
-    if args.threads > 1 and args.model == "bert_base" and "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    """torch_env's setup (the same as bench/torch_anchor.py's); must run before torch is imported."""
+    torch_env.prepare_process(args.threads, args.model == "bert_base")
 
 
 def load_export_models():
