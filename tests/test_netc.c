@@ -28,19 +28,11 @@ static const char *source_dir(void) {
   return d && *d ? d : ".";
 }
 
-static int run(char *const argv[]) {
-  pid_t pid;
-  if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ)) return -1;
-  int st;
-  if (waitpid(pid, &st, 0) < 0) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* run() with stderr into the file errpath */
+/* Runs argv (stderr into errpath when given); its exit status, -1 if it did not exit. */
 static int run_err(char *const argv[], const char *errpath) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (errpath) posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid;
   int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -49,6 +41,8 @@ static int run_err(char *const argv[], const char *errpath) {
   if (waitpid(pid, &st, 0) < 0) return -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+static int run(char *const argv[]) { return run_err(argv, NULL); }
 
 static float *read_floats(const char *path, long *n) {
   FILE *f = fopen(path, "rb");
