@@ -21,7 +21,7 @@ static void default_suite(char *out, size_t n) {
   }
   /* torch_anchor.py sits next to suite.tsv: reuse its lookup */
   char script[4096];
-  anchor_torch_script_(script, sizeof script);
+  anchor_torch_script(script, sizeof script);
   char *slash = strrchr(script, '/');
   if (slash) {
     *slash = '\0';
