@@ -5,6 +5,8 @@
 set -e
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
+# the layers: no upward include, no two files depending on each other (before building anything)
+python3 scripts/check-layers.py
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$JOBS"
 (cd build && ctest --output-on-failure -LE long)

@@ -5,6 +5,7 @@
  * references); the measured collection resumes without measuring anything twice. */
 #define _GNU_SOURCE
 #include "cwm/dataset.h"
+#include "cwm/train.h"
 #include "cwm/search.h"
 #include "testlib.h"
 

@@ -4,6 +4,7 @@
  * byte rejected, and the speed on real printed states. */
 #define _GNU_SOURCE
 #include "cwm/dataset.h"
+#include "cwm/train.h"
 #include "cwm/state.h"
 #include "cwm/te.h"
 #include "cwm/tokenizer.h"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cwm/dataset.h"
+#include "cwm/train.h"
 #include "cwm/sketch.h"
 #include "cwm/search.h"
 #include "cwm/world.h"

@@ -8,7 +8,6 @@
 #define CWM_CODEGEN_H
 
 #include "cwm/state.h"
-#include "cwm/measure.h"
 
 typedef struct {
   int reference;        /* straightforward kernel, double accumulation (initial state only) */
@@ -55,8 +54,6 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *out, 
  * generated code, so that no `*' '/' or newline from it reaches a compiler. */
 void cwm_codegen_safe_name(const char *s, char *out, size_t n);
 void cwm_kernel_free(cwm_kernel *k);
-/* The kernel as a measure candidate (pointers into k). */
-void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c);
 
 /* The stores of a lowered state with their enclosing loops and accesses: what Ansor-style
  * program features are computed from. Loops run outer to inner, through attach points. */

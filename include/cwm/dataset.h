@@ -2,14 +2,12 @@
  * specs that never repeats a suite shape), trajectories (a workload and the schedule steps that
  * build a program from its initial state; states are replayed on demand, never stored) written
  * as JSON lines, a streaming reader for trajectory files and tuning logs, the split by workload,
- * statistics, the measured collection, and noise pairs for the encoder's contrastive training.
- * The generator, the trajectory format and the reader know nothing of models or measuring. */
+ * and statistics. They know nothing of models, search or measuring: what samples, measures and
+ * perturbs programs for training is train.h, a layer above the search. */
 #ifndef CWM_DATASET_H
 #define CWM_DATASET_H
 
-#include "cwm/measure.h"
 #include "cwm/record.h"
-#include "cwm/sketch.h"
 #include "cwm/state.h"
 #include "cwm/te.h"
 
@@ -115,114 +113,5 @@ cwm_dag_cache *cwm_dag_cache_new(void);
 /* The DAG of t's workload (owned by the cache); CWM_EPARSE when t carries no workload text. */
 const cwm_dag *cwm_dag_cache_get(cwm_dag_cache *c, const cwm_traj *t, cwm_err *err);
 void cwm_dag_cache_free(cwm_dag_cache *c);
-
-/* Statistics of a trajectory file or a log as text: counts per op kind, trajectory length
- * min/median/max, error rate per kind, latency min/median/max of the good records. */
-int cwm_dataset_stats(const char *path, cwm_buf *report, cwm_err *err);
-
-/* ------------------------------------------------------------ sampling (search/dataset_sample.c) */
-
-/* Up to n distinct trajectories of d from the real search sampler: about half random
- * annotations of Ansor's sketches (cwm_sample_initial), the rest chains of 1-3 mutations of
- * those. Deterministic for the seed. *out is malloc'ed (cwm_trajs_free). */
-int cwm_traj_sample(const cwm_dag *d, const cwm_space_opts *o, uint64_t seed, int n, cwm_traj **out,
-                    int *nout, cwm_err *err);
-void cwm_trajs_free(cwm_traj *t, int n);
-
-/* ------------------------------------------------------------ measured collection (search/collect.c) */
-
-typedef struct {
-  int per_workload;            /* records per workload in the log when done */
-  uint64_t seed;
-  const char *log_path;
-  int population, generations; /* the short evolution; default 512, 2 */
-  cwm_measure_opts measure;    /* the runner's protocol; threads 1 */
-  volatile int *stop;
-  void (*progress)(void *ud, const char *line);
-  void *progress_ud;
-} cwm_collect_opts;
-
-typedef struct {
-  int done, skipped, failed;   /* workloads finished now, already complete, failed */
-  int measured, errors, resumed;
-  double seconds;
-  char first_failure[256];
-} cwm_collect_result;
-
-void cwm_collect_opts_default(cwm_collect_opts *o);
-/* For each workload: skip it when the log holds per_workload records of its key, else tune it
- * with the random model (random sketch samples plus a short evolution, per_round =
- * per_workload, deduplicated against the log) until it does. A workload whose every candidate
- * fails is counted and skipped; infrastructure failures end the run with their error. */
-int cwm_dataset_measure(const cwm_wl_entry *wl, int n, const cwm_collect_opts *o, cwm_collect_result *res,
-                        cwm_err *err);
-
-/* Label noise: re-measures a seeded random fraction of the good records of a log with the same
- * protocol into out_path (resumable: programs already there are not measured again) and reports
- * the median relative difference |t2 - t1| / t1 between the two timings. */
-typedef struct {
-  const char *log_path, *out_path;
-  double fraction;             /* default 0.02 */
-  uint64_t seed;
-  cwm_measure_opts measure;    /* threads 1, time-out 3 s as cwm_dataset_measure */
-  volatile int *stop;
-  void (*progress)(void *ud, const char *line);
-  void *progress_ud;
-} cwm_remeasure_opts;
-
-/* Pairs grouped by when their first timing was taken: a stretch is a run of originals with no
- * gap over an hour between them (in order of their timestamps). A stretch whose median t2/t1 is
- * far from 1 is a machine that ran at another speed then, not noise between repeats. */
-#define CWM_REMEASURE_MAX_STRETCH 16
-typedef struct {
-  long first, last;            /* the originals' timestamps, unix seconds */
-  int n;
-  double median_ratio, median_rel_diff;
-} cwm_remeasure_stretch;
-
-typedef struct {
-  int selected, measured, resumed, skipped, failed_now, compared;
-  double median_rel_diff, p90_rel_diff;
-  double median_ratio;         /* median of t2 / t1: above 1, the programs run slower now */
-  double seconds;              /* spent re-measuring (resumed programs cost none) */
-  int nstretch;                /* the last stretch takes every later pair once there are 16 */
-  cwm_remeasure_stretch stretch[CWM_REMEASURE_MAX_STRETCH];
-} cwm_remeasure_result;
-
-void cwm_remeasure_opts_default(cwm_remeasure_opts *o);
-int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res, cwm_err *err);
-
-/* ------------------------------------------------------------ noise pairs (search/noise.c) */
-
-/* Replays steps on d, a workload of another shape: SP steps take the extent of the iterator they
- * split there, and their lengths shrink (largest first) until their product fits it. */
-int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err);
-
-enum { CWM_NOISE_SHAPE = 0, CWM_NOISE_RENAME = 1, CWM_NOISE_REORDER = 2 };
-
-/* A pair of printed states that mean the same computation written differently: the final
- * state of steps on d, and
- *   kind 0: the same schedule on the workload with one dimension changed by one (rebuilt with
- *           the op library; SP extents follow the new shape, lengths shrink where they no
- *           longer fit);
- *   kind 1: the same schedule on the workload with its axes renamed consistently;
- *   kind 2: the same schedule with two independent statements swapped (falls back to kind 1
- *           when the workload has none, or when the schedule hides the swap: one of the two
- *           attached inside a third stage prints at the same place either way).
- * text_a and text_b are owned. */
-int cwm_noise_pair(const cwm_dag *d, const cwm_step *steps, int n, int kind, cwm_rng *r, char **text_a,
-                   char **text_b, cwm_err *err);
-
-/* The same, also handing back the second program (owned workload and steps) and what changed. */
-typedef struct {
-  int kind;            /* the kind made (2 may become 1) */
-  cwm_workload *wb;    /* the second workload */
-  cwm_step *steps_b;   /* its steps */
-  int nsteps_b;
-  char what[160];      /* "M 24 -> 23", "axes renamed: i->q ...", "swapped mu and var" */
-} cwm_noise_info;
-int cwm_noise_pair_ex(const cwm_dag *d, const cwm_step *steps, int n, int kind, cwm_rng *r, char **text_a,
-                      char **text_b, cwm_noise_info *info, cwm_err *err);
-void cwm_noise_info_free(cwm_noise_info *info);
 
 #endif

@@ -7,8 +7,6 @@
 
 #include "cwm/util.h"
 
-#define CWM_MAX_ARGS 16
-
 /* Error kinds, numbered as Ansor's MeasureErrorNO. */
 typedef enum {
   CWM_MERR_NONE = 0,

@@ -23,16 +23,11 @@
 
 /* ---- Threads ------------------------------------------------------------------------------- */
 
-/* Threads the layers (and OpenBLAS, when loaded) use; n <= 0: the online CPUs (at most 16).
- * Not while another thread runs a model. */
+/* Threads the layers (the pool of util.h, and OpenBLAS when loaded) use; n <= 0: the online
+ * CPUs (at most 16). Not while another thread runs a model. */
 void cwm_nn_set_threads(int n);
 int cwm_nn_threads(void);
-/* Calls fn(ctx, begin, end, part) on contiguous parts of [0, n), part in [0, cwm_nn_threads()),
- * one per thread, and returns when all are done. Runs fn(ctx, 0, n, 0) on the calling thread when
- * work (any measure of the cost, in about float operations) is under ~32k, when there is one
- * thread, when called from inside a part, or while another thread is using the pool. */
-typedef void (*cwm_range_fn)(void *ctx, int begin, int end, int part);
-void cwm_parallel_for(int n, long work, cwm_range_fn fn, void *ctx);
+/* (the layers split their loops with cwm_parallel_for, util.h) */
 
 /* ---- BLAS ---------------------------------------------------------------------------------- */
 

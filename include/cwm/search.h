@@ -10,6 +10,8 @@
 /* A workload being measured: its DAG, its reference output, the target and options. */
 typedef struct cwm_task cwm_task;
 
+/* The kernel as a measure candidate (pointers into k). */
+void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c);
 cwm_task *cwm_task_new(const cwm_workload *w, const cwm_measure_opts *o, cwm_err *err);
 void cwm_task_free(cwm_task *t);
 const cwm_dag *cwm_task_dag(const cwm_task *t);

@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <stdarg.h>
 
+/* The most arguments (tensors) a kernel takes: the code generator and the runner agree on it. */
+#define CWM_MAX_ARGS 16
+
 #define CWM_VERSION "0.2.0"
 
 /* Error kinds double as the command line's exit codes (documented in `cwm --help`). */
@@ -103,5 +106,20 @@ char *cwm_read_file(const char *path, size_t *len, cwm_err *err);
 /* Writes to path.tmp.<pid> then renames, so a crash never leaves a half-written file. */
 int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err);
 int cwm_mkdir_p(const char *path, cwm_err *err);
+
+/* ---- Thread pool (util/pool.c) ---------------------------------------------------------------- */
+
+/* Threads cwm_parallel_for uses; n <= 0: the online CPUs (at most 16). Not while another thread
+ * runs a job. The pool, not OpenMP: idle workers sleep instead of spinning (libgomp's spinning
+ * made a loaded two-core machine 20x slower) and it survives fork() (a libgomp child hangs in its
+ * first parallel region once the parent has used one, and the runner forks). */
+void cwm_pool_set_threads(int n);
+int cwm_pool_threads(void);
+/* Calls fn(ctx, begin, end, part) on contiguous parts of [0, n), part in [0, cwm_pool_threads()),
+ * one per thread, and returns when all are done. Runs fn(ctx, 0, n, 0) on the calling thread when
+ * work (any measure of the cost, in about float operations) is under ~32k, when there is one
+ * thread, when called from inside a part, or while another thread is using the pool. */
+typedef void (*cwm_range_fn)(void *ctx, int begin, int end, int part);
+void cwm_parallel_for(int n, long work, cwm_range_fn fn, void *ctx);
 
 #endif

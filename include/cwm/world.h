@@ -96,97 +96,12 @@ void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int no_transi
 int cwm_action_ids(const cwm_step *s, int round, int *ids);
 int cwm_action_vocab(void);
 
-/* ---- training (train.c) -------------------------------------------------------------------- */
-
-typedef struct {
-  const char *traj_path;    /* trajectory file (cwm dataset sample) for encoder and transition */
-  const char *log_path;     /* measured records (tuning log / dataset measure) for the ranker */
-  double valid_fraction;    /* by workload key; 0.1 */
-  int epochs;               /* encoder/transition epochs; 2 */
-  int batch;                /* 32 */
-  int max_traj;             /* trajectories used per part (0: all) */
-  float lr;                 /* 1e-3 */
-  float temperature;        /* InfoNCE; 0.1 */
-  int ranker_rounds;        /* 300 */
-  uint64_t seed;
-  int no_contrastive;       /* ablation: skip encoder training (random encoder) */
-  const char *targets_cache; /* file prefix where the transition's encoder targets are kept */
-  float value_gap;          /* value head: pairs closer than this in log cost are no pair; 0.05 */
-  float weight_decay;       /* AdamW decay of the transition (and value head); 0.01 */
-  volatile int *stop;
-  void (*progress)(void *ud, const char *line);
-  void *progress_ud;
-} cwm_train_opts;
-
-void cwm_train_opts_default(cwm_train_opts *o);
-
-/* Builds the vocabulary from the initial and final states of (up to max_traj) trajectories. */
-int cwm_world_build_vocab(const char *traj_path, int max_traj, int min_count, cwm_vocab **out, cwm_err *err);
-/* Contrastive training of E (InfoNCE over noise pairs and same-workload states). */
-int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
-/* Rollout training of F with E frozen (state matching + margin ranking against another
- * trajectory's state at the same step); with o->log_path also the value head: a pairwise
- * ranking loss on the measured records of the training workloads, back through every TransH
- * step into the action network; the weights kept are the average over the second half of the
- * epochs. */
-int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
-/* Trains the ranker on the measured records of the training part of o->log_path. */
-int cwm_world_train_ranker(cwm_world *w, const cwm_train_opts *o, cwm_err *err);
-
-/* ---- evaluation support ------------------------------------------------------------------- */
+/* ---- feature rows (the ranker's input, for training and evaluation: train.h) --------------- */
 
 /* Feature rows of measured records for the ranker: mode 0 rollout (z_T), 1 no transition
  * (z_0), 2 static final state (E of the real final text). rows [n, nfeat] owned. */
 int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const *steps, const int *nsteps,
                           int n, int mode, float *rows, cwm_err *err);
-
-/* Measured records of one part of log_path's split (CWM_SPLIT_TRAIN / _VALID / _ALL) grouped by
- * workload (consecutive rows), as feature rows of the given mode; groups with fewer than 2 valid
- * records are left out. All outputs owned (free()); keys_out may be NULL. o (may be NULL) gives
- * progress and the stop flag. */
-int cwm_world_record_groups(cwm_world *w, const char *log_path, double vf, int part, int mode, float **rows_out,
-                            double **costs_out, int **sizes_out, int *ngroups_out, int *nrows_out,
-                            char (**keys_out)[17], const cwm_train_opts *o, cwm_err *err);
-
-/* ---- offline evaluation (eval.c) ---------------------------------------------------------- */
-
-typedef struct {
-  const char *records;        /* measured records: split by workload into train / held-out */
-  double valid_fraction;      /* the held-out part; must be the one the model was trained with */
-  const char *ablation_model; /* a model trained without contrastive pre-training, or NULL */
-  uint64_t seed;
-  int speed_candidates;       /* candidates for the scoring-speed figure (default 2000) */
-  const char *dump_rows;      /* if set: every record's features written there (analysis) */
-  void (*progress)(void *ud, const char *line);
-  void *progress_ud;
-} cwm_eval_opts;
-
-/* Ranking quality on the held-out workloads of o->records for world, its ablations, ansor
- * (trained on the training part of the same records) and random; scoring speed; noise-pair
- * embedding similarity. Appends a Markdown report to out. */
-int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, cwm_err *err);
-
-/* How the cost model m orders the measured records of each workload of records (all of them, no
- * split): per workload the best latency, the latency of the model's first pick, top-k scores,
- * NDCG@10 and Kendall's tau, as a Markdown table; with list, every record in the model's order.
- * For looking into a search: which of the candidates it measured the model would have put first. */
-int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out, cwm_err *err);
-/* Updates m with the first count (all: <= 0) measured records of log, per_round at a time, in
- * the log's order, as the tuning run that measured them did. */
-int cwm_eval_train(cwm_costmodel *m, const char *log, int count, int per_round, cwm_err *err);
-
-/* Syntactic noise without measuring: count candidates of workload a from the search's initial
- * sampler (seed), the same schedules replayed on b (cwm_replay_fit), both scored by m; prints
- * the number that fit both, Kendall's tau-b of the two score vectors and how many of a's top 8
- * are b's top 8. *tau gets the correlation (NULL: not wanted). */
-int cwm_eval_noise(cwm_costmodel *m, const cwm_workload *a, const cwm_workload *b, int count, uint64_t seed,
-                   cwm_buf *out, double *tau, cwm_err *err);
-
-/* Ansor's cost model trained on the measured records of records (the training part of the split
- * by workload when vf > 0, everything when vf = 0) and saved to out: the file `cwm tune --model
- * ansor --pretrained FILE` loads. */
-int cwm_ansor_pretrain(const char *records, double vf, uint64_t seed, const char *out,
-                       void (*progress)(void *, const char *), void *ud, cwm_err *err);
 
 /* ---- the cost model ------------------------------------------------------------------------ */
 

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "env.h"
 #include "cwm/dataset.h"
+#include "cwm/train.h"
 
 #include <errno.h>
 #include <signal.h>

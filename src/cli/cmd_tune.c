@@ -62,18 +62,6 @@ static const char *TUNE_HELP =
     "{network, trials, est_latency_ms, tasks: [...]} as JSON.\n"
     "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
 
-int cli_tune_protocol(const cli_opt *o, int nopt, const char *cmd, const char *help, cwm_measure_opts *mo) {
-  long th = cli_get_long(o, nopt, "--threads", 1), r = cli_get_long(o, nopt, "--repeats", mo->repeats),
-       ms = cli_get_long(o, nopt, "--min-repeat-ms", (long)mo->min_repeat_ms);
-  if (th < 1 || th > 1024) return cli_usage(cmd, help, "--threads must be 1..1024");
-  if (r < 1 || r > 32) return cli_usage(cmd, help, "--repeats must be 1..32, not %ld", r);
-  if (ms < 0 || ms > 10000) return cli_usage(cmd, help, "--min-repeat-ms must be 0..10000, not %ld", ms);
-  mo->threads = (int)th;
-  mo->repeats = (int)r;
-  mo->min_repeat_ms = (double)ms;
-  return 0;
-}
-
 static volatile int g_stop;
 static void on_signal(int sig) {
   (void)sig;
@@ -82,6 +70,71 @@ static void on_signal(int sig) {
 
 static void progress(void *ud, const char *line) {
   if (!*(int *)ud) fprintf(stderr, "cwm tune: %s\n", line);
+}
+
+/* --export DIR: the best schedule of the run as DIR/NAME.c, NAME.h and NAME_example.c. */
+static int export_best(const cli_opt *o, int nopt, cwm_task *t, const cwm_workload *w, const cwm_tune_result *res,
+                       int quiet) {
+  const char *dir = cli_get(o, nopt, "--export");
+  if (!dir) return 0;
+  char name[80];
+  const char *nm = cli_get(o, nopt, "--name");
+  snprintf(name, sizeof name, "%s", nm ? nm : w->name);
+  for (char *p = name; *p; p++)
+    if (!(*p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) *p = '_';
+  cwm_err e = {0};
+  cwm_state *best = NULL;
+  int rc = 0;
+  if (cwm_state_replay(cwm_task_dag(t), res->best_steps, res->best_nsteps, &best, NULL, &e) ||
+      cwm_export(best, dir, name, &e))
+    rc = cli_fail(&e);
+  else if (!quiet)
+    fprintf(stderr, "cwm tune: kernel written to %s/%s.c, %s.h and %s_example.c\n", dir, name, name, name);
+  cwm_state_free(best);
+  return rc;
+}
+
+/* --summary FILE: the run as one JSON object, written atomically. cJSON, because the workload's
+ * name may hold any bytes (a file name), and a cost that is not finite is null, never `inf`. */
+static int write_summary(const char *path, const cwm_workload *w, const char *model, const cwm_tune_opts *to,
+                         const cwm_measure_opts *mo, const cwm_tune_result *res, double flops) {
+  char key[17];
+  cwm_workload_key(w, key);
+  int ok = res->best_cost < 1e9 && res->best_cost > 0;
+  double bsec, rsec; /* of this process: this tuning run */
+  cwm_measure_seconds(&bsec, &rsec);
+  double gf = ok ? flops / res->best_cost * 1e-9 : 0;
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "workload", w->name);
+  cJSON_AddStringToObject(j, "key", key);
+  cJSON_AddStringToObject(j, "model", model);
+  cJSON_AddNumberToObject(j, "seed", (double)to->seed);
+  cJSON_AddNumberToObject(j, "trials", to->trials);
+  cJSON_AddItemToObject(j, "best_us", ok ? cJSON_CreateNumber(res->best_cost * 1e6) : cJSON_CreateNull());
+  cJSON_AddItemToObject(j, "best_gflops", ok && isfinite(gf) ? cJSON_CreateNumber(gf) : cJSON_CreateNull());
+  cJSON_AddNumberToObject(j, "tuning_seconds", res->seconds);
+  cJSON_AddNumberToObject(j, "measured", res->measured);
+  cJSON_AddNumberToObject(j, "resumed", res->resumed);
+  cJSON_AddNumberToObject(j, "errors", res->errors);
+  cJSON_AddNumberToObject(j, "threads", mo->threads);
+  cJSON_AddNumberToObject(j, "build_seconds", bsec);
+  cJSON_AddNumberToObject(j, "run_seconds", rsec);
+  cJSON_AddNumberToObject(j, "repeats", mo->repeats);
+  cJSON_AddNumberToObject(j, "min_repeat_ms", mo->min_repeat_ms);
+  cJSON_AddItemToObject(j, "best_logged_us", ok && res->best_logged < 1e9 ? cJSON_CreateNumber(res->best_logged * 1e6)
+                                                                         : cJSON_CreateNull());
+  cJSON_AddNumberToObject(j, "confirmed", res->confirmed);
+  char *txt = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  cwm_buf b;
+  cwm_buf_init(&b);
+  cwm_buf_puts(&b, txt ? txt : "{}");
+  cwm_buf_putc(&b, '\n');
+  free(txt);
+  cwm_err e = {0};
+  int rc = cwm_write_file_atomic(path, b.s, b.len, &e) ? cli_fail(&e) : 0;
+  cwm_buf_free(&b);
+  return rc;
 }
 
 int cmd_tune(int argc, char **argv) {
@@ -162,64 +215,14 @@ int cmd_tune(int argc, char **argv) {
     if (res.confirmed) printf("; median of %d timings in turn with the next %d best, logged %.2f us", to.confirm_rounds,
                               res.confirmed - 1, res.best_logged * 1e6);
     printf(")\n");
-    const char *dir = cli_get(o, NOPT(o), "--export");
-    if (dir) {
-      char name[80];
-      const char *nm = cli_get(o, NOPT(o), "--name");
-      snprintf(name, sizeof name, "%s", nm ? nm : w->name);
-      for (char *p = name; *p; p++)
-        if (!(*p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) *p = '_';
-      cwm_state *best = NULL;
-      if (cwm_state_replay(cwm_task_dag(t), res.best_steps, res.best_nsteps, &best, NULL, &e) ||
-          cwm_export(best, dir, name, &e))
-        rc = cli_fail(&e);
-      else if (!quiet)
-        fprintf(stderr, "cwm tune: kernel written to %s/%s.c, %s.h and %s_example.c\n", dir, name, name, name);
-      cwm_state_free(best);
-    }
+    rc = export_best(o, NOPT(o), t, w, &res, quiet);
   } else if (rc) {
     cli_fail(&e);
   }
   const char *sum = cli_get(o, NOPT(o), "--summary");
   if (sum) {
-    /* cJSON: the workload's name may hold any bytes (a file name), and a cost that is not finite
-     * is null, never `inf` */
-    char key[17];
-    cwm_workload_key(w, key);
-    int ok = res.best_cost < 1e9 && res.best_cost > 0;
-    double bsec, rsec; /* of this process: this tuning run */
-    cwm_measure_seconds(&bsec, &rsec);
-    double gf = ok ? flops / res.best_cost * 1e-9 : 0;
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "workload", w->name);
-    cJSON_AddStringToObject(j, "key", key);
-    cJSON_AddStringToObject(j, "model", model);
-    cJSON_AddNumberToObject(j, "seed", (double)to.seed);
-    cJSON_AddNumberToObject(j, "trials", to.trials);
-    cJSON_AddItemToObject(j, "best_us", ok ? cJSON_CreateNumber(res.best_cost * 1e6) : cJSON_CreateNull());
-    cJSON_AddItemToObject(j, "best_gflops", ok && isfinite(gf) ? cJSON_CreateNumber(gf) : cJSON_CreateNull());
-    cJSON_AddNumberToObject(j, "tuning_seconds", res.seconds);
-    cJSON_AddNumberToObject(j, "measured", res.measured);
-    cJSON_AddNumberToObject(j, "resumed", res.resumed);
-    cJSON_AddNumberToObject(j, "errors", res.errors);
-    cJSON_AddNumberToObject(j, "threads", mo.threads);
-    cJSON_AddNumberToObject(j, "build_seconds", bsec);
-    cJSON_AddNumberToObject(j, "run_seconds", rsec);
-    cJSON_AddNumberToObject(j, "repeats", mo.repeats);
-    cJSON_AddNumberToObject(j, "min_repeat_ms", mo.min_repeat_ms);
-    cJSON_AddItemToObject(j, "best_logged_us", ok && res.best_logged < 1e9 ? cJSON_CreateNumber(res.best_logged * 1e6)
-                                                                          : cJSON_CreateNull());
-    cJSON_AddNumberToObject(j, "confirmed", res.confirmed);
-    char *txt = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    cwm_buf b;
-    cwm_buf_init(&b);
-    cwm_buf_puts(&b, txt ? txt : "{}");
-    cwm_buf_putc(&b, '\n');
-    free(txt);
-    cwm_err e2 = {0};
-    if (cwm_write_file_atomic(sum, b.s, b.len, &e2)) rc = rc ? rc : cli_fail(&e2);
-    cwm_buf_free(&b);
+    int src = write_summary(sum, w, model, &to, &mo, &res, flops);
+    rc = rc ? rc : src;
   }
   cwm_tune_result_free(&res);
   cwm_costmodel_free(m);

@@ -2,6 +2,7 @@
  * and `cwm eval ranking` (held-out ranking quality against ansor, the ablations and random). */
 #include "cli.h"
 
+#include "cwm/train.h"
 #include "cwm/world.h"
 
 #include <signal.h>

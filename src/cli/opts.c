@@ -91,3 +91,16 @@ int cli_read_steps(const char *path, cwm_step ***lists, int **lens, int *n, cwm_
   *n = cnt;
   return 0;
 }
+
+/* The measuring protocol options that tune, network tuning and `dataset remeasure` share. */
+int cli_tune_protocol(const cli_opt *o, int nopt, const char *cmd, const char *help, cwm_measure_opts *mo) {
+  long th = cli_get_long(o, nopt, "--threads", 1), r = cli_get_long(o, nopt, "--repeats", mo->repeats),
+       ms = cli_get_long(o, nopt, "--min-repeat-ms", (long)mo->min_repeat_ms);
+  if (th < 1 || th > 1024) return cli_usage(cmd, help, "--threads must be 1..1024");
+  if (r < 1 || r > 32) return cli_usage(cmd, help, "--repeats must be 1..32, not %ld", r);
+  if (ms < 0 || ms > 10000) return cli_usage(cmd, help, "--min-repeat-ms must be 0..10000, not %ld", ms);
+  mo->threads = (int)th;
+  mo->repeats = (int)r;
+  mo->min_repeat_ms = (double)ms;
+  return 0;
+}

@@ -185,18 +185,6 @@ void cwm_kernel_free(cwm_kernel *k) {
   k->body = NULL;
 }
 
-void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c) {
-  memset(c, 0, sizeof *c);
-  c->body = k->body;
-  c->entry = k->entry;
-  c->nargs = k->nargs;
-  for (int i = 0; i < k->nargs; i++) {
-    c->arg_len[i] = k->arg_len[i];
-    c->src_len[i] = k->src_len[i];
-  }
-  c->pack_entry = k->npacked ? k->pack_entry : NULL;
-}
-
 void cwm_codegen_safe_name(const char *s, char *out, size_t n) {
   if (!n) return;
   size_t i = 0;

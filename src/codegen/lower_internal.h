@@ -108,12 +108,19 @@ typedef struct {
   long nacc, sst;
 } rtile_t;
 
-/* ---- lower.c: linear forms, bound inference, guards ---- */
+/* ---- lower.c: bound inference, guards ---- */
 
 /* Fills c->L from c->s (bound inference, guards, loop bounds for C, layout rewrites); the mode
  * flags of c (text, ref, collect, work_only) are set before. */
 void lower_all(ctx_t *c);
 void lower_ctx_free(ctx_t *c);
+
+/* ---- lin.c: linear forms and the nest arithmetic on them ---- */
+
+void lower_lin_addterm(lin_t *l, long coef, atom_t a);
+lin_t lower_lin_add(lin_t x, const lin_t *y, long scale); /* x + scale * y */
+/* Adds the range of coef * a over its loop's values to [*lo, *hi]. */
+void lower_term_range(ctx_t *c, long coef, const atom_t *a, long *lo, long *hi);
 long lower_split_stride(const cwm_stage *st, const cwm_node *n, int k);
 long lower_fuse_stride(const cwm_stage *st, int fused, int src);
 lin_t lower_node_lin(ctx_t *c, int p, int node, int depth);
@@ -146,13 +153,19 @@ void lower_emit_read(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int de
 const char *lower_fn_c(ctx_t *c, int fn);
 void lower_emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int depth);
 
-/* ---- loops.c: statements and loop nests ---- */
+/* ---- loops.c: the pieces of a nest (statements, one loop) ---- */
 
 void lower_line(ctx_t *c, int depth, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lower_append_split_guard(ctx_t *c, int p, int node, cwm_buf *o);
 void lower_emit_store_target(ctx_t *c, int p, cwm_buf *o);
+const char *lower_init_value(ctx_t *c, cwm_reduce r);
+void lower_emit_init_stmt(ctx_t *c, int p, int depth);
+void lower_emit_update_stmt(ctx_t *c, int p, int depth);
 int lower_open_loop(ctx_t *c, int p, int pos, int depth, int in_init);
 void lower_close_loop(ctx_t *c, int depth, int par);
+
+/* ---- stage.c: a stage's nest with what is attached in it ---- */
+
 void lower_emit_alloc_and_stage(ctx_t *c, int q, int depth);
 void lower_emit_stage(ctx_t *c, int p, int depth);
 void lower_emit_stage_ref(ctx_t *c, int p, int depth);
@@ -164,7 +177,7 @@ int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarde
 char *lower_tile_inside_cond(ctx_t *c, int p, const rtile_t *rt);
 int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded);
 
-/* ---- analysis.c: the stores and the work of a lowered state ---- */
+/* ---- stores.c: the stores collected in collect mode (analysis.c reads them) ---- */
 
 void lower_collect_store(ctx_t *c, int p, int is_init);
 

@@ -5,6 +5,7 @@
 #include "netc_internal.h"
 
 #include "cwm/codegen.h"
+#include "cwm/measure.h"
 #include "cwm/record.h"
 
 #include <stdio.h>

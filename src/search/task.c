@@ -7,6 +7,19 @@
 #include <string.h>
 #include <time.h>
 
+/* The code generator's kernel and the runner's candidate meet here, above both layers. */
+void cwm_kernel_candidate(const cwm_kernel *k, cwm_candidate *c) {
+  memset(c, 0, sizeof *c);
+  c->body = k->body;
+  c->entry = k->entry;
+  c->nargs = k->nargs;
+  for (int i = 0; i < k->nargs; i++) {
+    c->arg_len[i] = k->arg_len[i];
+    c->src_len[i] = k->src_len[i];
+  }
+  c->pack_entry = k->npacked ? k->pack_entry : NULL;
+}
+
 struct cwm_task {
   cwm_workload *w;
   cwm_dag *dag;

@@ -67,7 +67,7 @@ int cwm_blas_init(cwm_err *err) {
   }
   g_set_threads = st;
   g_sgemm = f;
-  if (st) st(cwm_nn_threads());
+  if (st) st(cwm_pool_threads());
   return CWM_OK;
 }
 

@@ -1,13 +1,11 @@
-/* eval.c: offline evaluation of the world model's ranking on held-out workloads (issue 5, item
- * 7): the records are split by workload key; the training part trains the baselines (ansor) and
+/* eval.c: offline evaluation of the world model's ranking on held-out workloads:
+ * the records are split by workload key; the training part trains the baselines (ansor) and
  * the ablation rankers, the held-out part is scored by every method and summarised with
  * TenSet's top-k scores, NDCG and Kendall's tau; plus the scoring speed of world against ansor
  * on the same candidates and the embedding similarity of noise pairs. */
-#include "world_internal.h"
+#include "train_internal.h"
 
-#include "cwm/dataset.h"
 #include "cwm/metrics.h"
-#include "cwm/sketch.h"
 
 #include <errno.h>
 #include <math.h>

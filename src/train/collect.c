@@ -3,7 +3,7 @@
  * log) are measured with the runner's protocol and appended to one log; a rerun skips the
  * workloads already complete and continues a partial one. */
 #include "cwm/costmodel.h"
-#include "cwm/dataset.h"
+#include "cwm/train.h"
 #include "cwm/search.h"
 
 #include <math.h>

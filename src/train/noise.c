@@ -2,7 +2,7 @@
  * same computation written differently (the same schedule on a shape one larger or smaller, with
  * the axes renamed, or with two independent statements swapped). Built on demand from a workload
  * and a step list; nothing is measured here. */
-#include "cwm/dataset.h"
+#include "cwm/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* dataset_sample.c: unmeasured trajectories from the real search sampler: random annotations of
+/* sample.c: unmeasured trajectories from the real search sampler: random annotations of
  * Ansor's sketches (cwm_sample_initial) plus chains of mutations of them (cwm_mutate), kept
  * distinct by their printed final state. Only the steps are kept; states are replayed on demand. */
-#include "cwm/dataset.h"
+#include "cwm/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
