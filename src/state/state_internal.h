@@ -16,5 +16,11 @@ void stage_recompute(cwm_stage *st);
 int state_stage_of_tid(const cwm_state *s, int tid);
 /* Position of node in the stage's loop order, or -1. */
 int stage_iter_pos(const cwm_stage *st, int node);
+/* Resets a stage to the untransformed loops of body (state.c). */
+void stage_reset(cwm_stage *st, const cwm_op *body);
+/* Validates and applies one step to s in place (steps.c); cwm_state_apply runs it on a copy. */
+int state_apply_step(cwm_state *s, const cwm_step *st, cwm_err *err);
+/* Every attached stage still where its readers allow (steps.c); a later step may break that. */
+int state_attachments_valid(const cwm_state *s, cwm_err *err);
 
 #endif

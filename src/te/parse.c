@@ -1,45 +1,19 @@
-/* parse.c: the workload language parser. Input may be hostile (it is fuzzed, and every name
+/* parse.c: the lexer and the expressions of the workload language (index, value and condition
+ * expressions; the statements are workload.c). Input may be hostile (it is fuzzed, and every name
  * it accepts is pasted into generated C), so the lexer is lazy and allocation-free, recursion and
  * tree height are bounded, every integer is range-checked and every name passes cwm_ident_valid. */
-#include "cwm/te.h"
+#include "parse_internal.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 64      /* parser recursion (parentheses, unary operators, calls) */
-#define MAX_HEIGHT 64     /* tree height: later passes walk trees recursively (codegen caps at 200) */
-#define MAX_EXTENT (1LL << 24)
-#define MAX_ELEMS (1LL << 31)
-#define MAX_NUMLEN 63
-
-/* ---------------------------------------------------------------- lexer */
-
-typedef enum { T_EOF, T_NL, T_IDENT, T_INT, T_FLOAT, T_PUNCT, T_BAD } tkind;
-
-/* Two-character operators get one-letter codes: 'l' <=, 'g' >=, 'e' ==, 'n' !=, '&' &&, '|' ||. */
-typedef struct {
-  tkind kind;
-  int op;
-  const char *start;
-  size_t len;
-  int line, col;
-  double fval;
-  long long ival;
-  int overflow; /* number too large or too long */
-} tok;
-
-typedef struct {
-  const char *s;
-  size_t pos;
-  int line, col;
-} lexer;
-
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
 static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
-static void lex_next(lexer *lx, tok *t) {
+void te_lex_next(lexer *lx, tok *t) {
   const char *s = lx->s;
   for (;;) {
     char c = s[lx->pos];
@@ -123,39 +97,9 @@ static void lex_next(lexer *lx, tok *t) {
   lx->col += (int)n;
 }
 
-/* ---------------------------------------------------------------- parser state */
-
-typedef struct {
-  lexer lx;
-  tok cur;
-  cwm_err *err;
-  int failed;
-  cwm_workload *w;
-  int depth;
-  /* axes visible in the statement being parsed: spatial first, then reduction */
-  int nax;
-  char ax[2 * CWM_MAX_DIMS][CWM_MAX_NAME];
-} parser;
-
-static void advance(parser *p) { lex_next(&p->lx, &p->cur); }
-
-/* The k-th token after the current one, without consuming anything. */
-static tok peek(const parser *p, int k) {
-  lexer lx = p->lx;
-  tok t = p->cur;
-  for (int i = 0; i < k && t.kind != T_EOF; i++) lex_next(&lx, &t);
-  return t;
-}
-
-static int is_punct(const tok *t, int op) { return t->kind == T_PUNCT && t->op == op; }
-static int is_word(const tok *t, const char *w) {
-  return t->kind == T_IDENT && t->len == strlen(w) && memcmp(t->start, w, t->len) == 0;
-}
-static int at_eol(const tok *t) { return t->kind == T_NL || t->kind == T_EOF; }
-
 /* Token text for messages: shortened, and anything unprintable escaped so an error message
  * never carries raw control bytes. */
-static const char *tok_text(const tok *t, char *buf, size_t n) {
+const char *te_tok_text(const tok *t, char *buf, size_t n) {
   size_t o = 0, lim = t->len < 40 ? t->len : 40;
   for (size_t i = 0; i < lim && o + 8 < n; i++) {
     unsigned char c = (unsigned char)t->start[i];
@@ -167,22 +111,21 @@ static const char *tok_text(const tok *t, char *buf, size_t n) {
   return buf;
 }
 
-static const char *tok_desc(const tok *t, char *buf, size_t n) {
+const char *te_tok_desc(const tok *t, char *buf, size_t n) {
   char txt[200];
   switch (t->kind) {
   case T_EOF: snprintf(buf, n, "end of input"); break;
   case T_NL: snprintf(buf, n, "end of line"); break;
-  case T_IDENT: snprintf(buf, n, "'%s'", tok_text(t, txt, sizeof txt)); break;
-  case T_INT: snprintf(buf, n, "number '%s'", tok_text(t, txt, sizeof txt)); break;
-  case T_FLOAT: snprintf(buf, n, "float literal '%s'", tok_text(t, txt, sizeof txt)); break;
-  case T_PUNCT: snprintf(buf, n, "'%s'", tok_text(t, txt, sizeof txt)); break;
-  case T_BAD: snprintf(buf, n, "character '%s'", tok_text(t, txt, sizeof txt)); break;
+  case T_IDENT: snprintf(buf, n, "'%s'", te_tok_text(t, txt, sizeof txt)); break;
+  case T_INT: snprintf(buf, n, "number '%s'", te_tok_text(t, txt, sizeof txt)); break;
+  case T_FLOAT: snprintf(buf, n, "float literal '%s'", te_tok_text(t, txt, sizeof txt)); break;
+  case T_PUNCT: snprintf(buf, n, "'%s'", te_tok_text(t, txt, sizeof txt)); break;
+  case T_BAD: snprintf(buf, n, "character '%s'", te_tok_text(t, txt, sizeof txt)); break;
   }
   return buf;
 }
 
-static void perr(parser *p, const tok *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void perr(parser *p, const tok *t, const char *fmt, ...) {
+void te_perr(parser *p, const tok *t, const char *fmt, ...) {
   if (p->failed) return;
   p->failed = 1;
   char msg[400];
@@ -194,62 +137,57 @@ static void perr(parser *p, const tok *t, const char *fmt, ...) {
 }
 
 /* "expected X, found <current token>" */
-static void expected(parser *p, const char *what) {
+void te_expected(parser *p, const char *what) {
   char d[256];
-  perr(p, &p->cur, "expected %s, found %s", what, tok_desc(&p->cur, d, sizeof d));
+  te_perr(p, &p->cur, "expected %s, found %s", what, te_tok_desc(&p->cur, d, sizeof d));
 }
 
-static int expect_punct(parser *p, int op, const char *what) {
+int te_expect_punct(parser *p, int op, const char *what) {
   if (!is_punct(&p->cur, op)) {
-    expected(p, what);
+    te_expected(p, what);
     return 0;
   }
   advance(p);
   return 1;
 }
 
-static void tok_name(const tok *t, char out[CWM_MAX_NAME]) {
-  size_t n = t->len < CWM_MAX_NAME - 1 ? t->len : CWM_MAX_NAME - 1;
-  memcpy(out, t->start, n);
-  out[n] = 0;
-}
 
 /* Reads a name token that will become a tensor or axis name; every name reaching generated C
  * passes through here. */
-static int take_name(parser *p, char out[CWM_MAX_NAME], const char *what) {
+int te_take_name(parser *p, char out[CWM_MAX_NAME], const char *what) {
   if (p->cur.kind != T_IDENT) {
-    expected(p, what);
+    te_expected(p, what);
     return 0;
   }
   char txt[200];
-  tok_text(&p->cur, txt, sizeof txt);
+  te_tok_text(&p->cur, txt, sizeof txt);
   if (p->cur.len >= CWM_MAX_NAME) {
-    perr(p, &p->cur, "'%s' is not a permitted name (longer than %d characters)", txt,
+    te_perr(p, &p->cur, "'%s' is not a permitted name (longer than %d characters)", txt,
          CWM_MAX_NAME - 1);
     return 0;
   }
   tok_name(&p->cur, out);
   if (!cwm_ident_valid(out)) {
-    perr(p, &p->cur, "'%s' is not a permitted name", txt);
+    te_perr(p, &p->cur, "'%s' is not a permitted name", txt);
     return 0;
   }
   return 1;
 }
 
-static int find_tensor(const parser *p, const char *name) {
+int te_find_tensor(const parser *p, const char *name) {
   for (int i = 0; i < p->w->nops; i++)
     if (strcmp(p->w->ops[i].name, name) == 0) return i;
   return -1;
 }
 
-static int find_axis(const parser *p, const char *name) {
+int te_find_axis(const parser *p, const char *name) {
   for (int i = 0; i < p->nax; i++)
     if (strcmp(p->ax[i], name) == 0) return i;
   return -1;
 }
 
 /* An axis of any earlier compute: tensor and loop names share the generated C scope. */
-static int is_axis_anywhere(const parser *p, const char *name) {
+int te_is_axis_anywhere(const parser *p, const char *name) {
   for (int i = 0; i < p->w->nops; i++) {
     const cwm_op *o = &p->w->ops[i];
     if (o->is_input) continue;
@@ -268,7 +206,7 @@ static int tok_fn(const tok *t) {
 static int fn_arity(int f) { return (f == CWM_FN_MAX || f == CWM_FN_MIN) ? 2 : 1; }
 
 /* A reduction starts with sum/max/min '(' IDENT ':'; max(a, b) is the binary function. */
-static int at_reduction(const parser *p) {
+int te_at_reduction(const parser *p) {
   if (!(is_word(&p->cur, "sum") || is_word(&p->cur, "max") || is_word(&p->cur, "min"))) return 0;
   tok a = peek(p, 1), b = peek(p, 2), c = peek(p, 3);
   return is_punct(&a, '(') && b.kind == T_IDENT && is_punct(&c, ':');
@@ -284,7 +222,7 @@ static cwm_expr *node(cwm_xkind kind, int is_int, int nargs) {
 
 static int enter(parser *p) {
   if (++p->depth > MAX_DEPTH) {
-    perr(p, &p->cur, "expression nested too deeply (more than %d levels)", MAX_DEPTH);
+    te_perr(p, &p->cur, "expression nested too deeply (more than %d levels)", MAX_DEPTH);
     return 0;
   }
   return 1;
@@ -295,7 +233,7 @@ static cwm_expr *join2(parser *p, const tok *at, cwm_xkind kind, int op, int is_
                        int hl, cwm_expr *r, int hr, int *h) {
   int hh = 1 + (hl > hr ? hl : hr);
   if (hh > MAX_HEIGHT) {
-    perr(p, at, "expression too large (tree height above %d)", MAX_HEIGHT);
+    te_perr(p, at, "expression too large (tree height above %d)", MAX_HEIGHT);
     cwm_expr_free(l);
     cwm_expr_free(r);
     return NULL;
@@ -311,6 +249,7 @@ static cwm_expr *join2(parser *p, const tok *at, cwm_xkind kind, int op, int is_
 /* ---------------------------------------------------------------- index expressions */
 
 static cwm_expr *pi_add(parser *p, int *h);
+static cwm_expr *pv_primary(parser *p, int *h);
 
 static cwm_expr *pi_primary(parser *p, int *h) {
   tok t = p->cur;
@@ -318,7 +257,7 @@ static cwm_expr *pi_primary(parser *p, int *h) {
   *h = 1;
   if (t.kind == T_INT) {
     if (t.overflow) {
-      perr(p, &t, "number '%s' is too large", tok_text(&t, d, sizeof d));
+      te_perr(p, &t, "number '%s' is too large", te_tok_text(&t, d, sizeof d));
       return NULL;
     }
     advance(p);
@@ -327,7 +266,7 @@ static cwm_expr *pi_primary(parser *p, int *h) {
     return e;
   }
   if (t.kind == T_FLOAT) {
-    perr(p, &t, "expected an integer index expression, found %s", tok_desc(&t, d, sizeof d));
+    te_perr(p, &t, "expected an integer index expression, found %s", te_tok_desc(&t, d, sizeof d));
     return NULL;
   }
   if (is_punct(&t, '(')) {
@@ -335,7 +274,7 @@ static cwm_expr *pi_primary(parser *p, int *h) {
     advance(p);
     cwm_expr *e = pi_add(p, h);
     p->depth--;
-    if (e && !expect_punct(p, ')', "')'")) {
+    if (e && !te_expect_punct(p, ')', "')'")) {
       cwm_expr_free(e);
       return NULL;
     }
@@ -344,7 +283,7 @@ static cwm_expr *pi_primary(parser *p, int *h) {
   if (t.kind == T_IDENT) {
     char name[CWM_MAX_NAME];
     tok_name(&t, name);
-    int a = t.len < CWM_MAX_NAME ? find_axis(p, name) : -1;
+    int a = t.len < CWM_MAX_NAME ? te_find_axis(p, name) : -1;
     if (a >= 0) {
       advance(p);
       cwm_expr *e = node(CWM_X_VAR, 1, 0);
@@ -353,74 +292,14 @@ static cwm_expr *pi_primary(parser *p, int *h) {
     }
     tok nx = peek(p, 1);
     if (is_punct(&nx, '[') || is_punct(&nx, '('))
-      perr(p, &t, "expected an integer index expression, found %s %s",
-           is_punct(&nx, '[') ? "tensor read" : "call", tok_desc(&t, d, sizeof d));
+      te_perr(p, &t, "expected an integer index expression, found %s %s",
+           is_punct(&nx, '[') ? "tensor read" : "call", te_tok_desc(&t, d, sizeof d));
     else
-      perr(p, &t, "unknown axis %s", tok_desc(&t, d, sizeof d));
+      te_perr(p, &t, "unknown axis %s", te_tok_desc(&t, d, sizeof d));
     return NULL;
   }
-  expected(p, "an integer index expression");
+  te_expected(p, "an integer index expression");
   return NULL;
-}
-
-static cwm_expr *pi_unary(parser *p, int *h) {
-  if (!is_punct(&p->cur, '-')) return pi_primary(p, h);
-  tok t = p->cur;
-  if (!enter(p)) return NULL;
-  advance(p);
-  cwm_expr *x = pi_unary(p, h);
-  p->depth--;
-  if (!x) return NULL;
-  if (*h + 1 > MAX_HEIGHT) {
-    perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
-    cwm_expr_free(x);
-    return NULL;
-  }
-  cwm_expr *e = node(CWM_X_NEG, 1, 1);
-  e->args[0] = x;
-  (*h)++;
-  return e;
-}
-
-static cwm_expr *pi_mul(parser *p, int *h) {
-  cwm_expr *l = pi_unary(p, h);
-  while (l && (is_punct(&p->cur, '*') || is_punct(&p->cur, '/') || is_punct(&p->cur, '%'))) {
-    tok t = p->cur;
-    advance(p);
-    tok rt = p->cur;
-    int hr;
-    cwm_expr *r = pi_unary(p, &hr);
-    if (!r) {
-      cwm_expr_free(l);
-      return NULL;
-    }
-    if (t.op != '*' && !(r->kind == CWM_X_CONST && r->value > 0)) {
-      char d[256];
-      perr(p, &rt, "expected a positive integer constant after '%c', found %s", t.op,
-           tok_desc(&rt, d, sizeof d));
-      cwm_expr_free(l);
-      cwm_expr_free(r);
-      return NULL;
-    }
-    l = join2(p, &t, CWM_X_BIN, t.op, 1, l, *h, r, hr, h);
-  }
-  return l;
-}
-
-static cwm_expr *pi_add(parser *p, int *h) {
-  cwm_expr *l = pi_mul(p, h);
-  while (l && (is_punct(&p->cur, '+') || is_punct(&p->cur, '-'))) {
-    tok t = p->cur;
-    advance(p);
-    int hr;
-    cwm_expr *r = pi_mul(p, &hr);
-    if (!r) {
-      cwm_expr_free(l);
-      return NULL;
-    }
-    l = join2(p, &t, CWM_X_BIN, t.op, 1, l, *h, r, hr, h);
-  }
-  return l;
 }
 
 /* ---------------------------------------------------------------- conditions */
@@ -435,12 +314,12 @@ static int paren_is_cond(const parser *p) {
   tok t;
   int depth = 1;
   while (depth > 0) {
-    lex_next(&lx, &t);
+    te_lex_next(&lx, &t);
     if (t.kind == T_EOF || t.kind == T_NL || t.kind == T_BAD) return 0;
     if (is_punct(&t, '(')) depth++;
     else if (is_punct(&t, ')')) depth--;
   }
-  lex_next(&lx, &t);
+  te_lex_next(&lx, &t);
   return is_punct(&t, '&') || is_punct(&t, '|') || is_punct(&t, ')') || is_punct(&t, ',') ||
          at_eol(&t);
 }
@@ -464,7 +343,7 @@ static cwm_expr *pc_atom(parser *p, int *h) {
     advance(p);
     cwm_expr *e = pc_or(p, h);
     p->depth--;
-    if (e && !expect_punct(p, ')', "')'")) {
+    if (e && !te_expect_punct(p, ')', "')'")) {
       cwm_expr_free(e);
       return NULL;
     }
@@ -476,7 +355,7 @@ static cwm_expr *pc_atom(parser *p, int *h) {
   tok t = p->cur;
   int op = cmp_op(&t);
   if (!op) {
-    expected(p, "a comparison operator");
+    te_expected(p, "a comparison operator");
     cwm_expr_free(l);
     return NULL;
   }
@@ -498,7 +377,7 @@ static cwm_expr *pc_not(parser *p, int *h) {
   p->depth--;
   if (!x) return NULL;
   if (*h + 1 > MAX_HEIGHT) {
-    perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
+    te_perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
     cwm_expr_free(x);
     return NULL;
   }
@@ -542,7 +421,6 @@ static cwm_expr *pc_or(parser *p, int *h) {
 
 /* ---------------------------------------------------------------- value expressions */
 
-static cwm_expr *pv_add(parser *p, int *h);
 
 /* At '(': parses "(a, b, ...)" into args, as value expressions, or for select a condition first. */
 static int call_args(parser *p, const tok *fn, const char *fname, int want, int first_cond,
@@ -553,13 +431,13 @@ static int call_args(parser *p, const tok *fn, const char *fname, int want, int 
   *h = 0;
   for (;;) {
     int ha;
-    cwm_expr *a = (n == 0 && first_cond) ? pc_or(p, &ha) : pv_add(p, &ha);
+    cwm_expr *a = (n == 0 && first_cond) ? pc_or(p, &ha) : te_parse_value(p, &ha);
     if (!a) { ok = 0; break; }
     args[n++] = a;
     if (ha > *h) *h = ha;
     if (is_punct(&p->cur, ',')) {
       if (n == want) {
-        perr(p, &p->cur, "'%s' takes %d argument%s, found more", fname, want, want == 1 ? "" : "s");
+        te_perr(p, &p->cur, "'%s' takes %d argument%s, found more", fname, want, want == 1 ? "" : "s");
         ok = 0;
         break;
       }
@@ -567,12 +445,12 @@ static int call_args(parser *p, const tok *fn, const char *fname, int want, int 
       continue;
     }
     if (!is_punct(&p->cur, ')')) {
-      expected(p, n < want ? "',' or ')'" : "')'");
+      te_expected(p, n < want ? "',' or ')'" : "')'");
       ok = 0;
       break;
     }
     if (n < want) {
-      perr(p, fn, "'%s' takes %d arguments, found %d", fname, want, n);
+      te_perr(p, fn, "'%s' takes %d arguments, found %d", fname, want, n);
       ok = 0;
       break;
     }
@@ -581,7 +459,7 @@ static int call_args(parser *p, const tok *fn, const char *fname, int want, int 
   }
   p->depth--;
   if (ok && *h + 1 > MAX_HEIGHT) {
-    perr(p, fn, "expression too large (tree height above %d)", MAX_HEIGHT);
+    te_perr(p, fn, "expression too large (tree height above %d)", MAX_HEIGHT);
     ok = 0;
   }
   if (!ok) {
@@ -603,7 +481,7 @@ static cwm_expr *p_read(parser *p, int t_index, int *h) {
   *h = 0;
   for (;;) {
     if (n == CWM_MAX_DIMS) {
-      perr(p, &nt, "tensor '%s' has %d dimension%s, found more indices", o->name, o->ndim,
+      te_perr(p, &nt, "tensor '%s' has %d dimension%s, found more indices", o->name, o->ndim,
            o->ndim == 1 ? "" : "s");
       ok = 0;
       break;
@@ -614,18 +492,18 @@ static cwm_expr *p_read(parser *p, int t_index, int *h) {
     args[n++] = a;
     if (ha > *h) *h = ha;
     if (is_punct(&p->cur, ',')) { advance(p); continue; }
-    if (!is_punct(&p->cur, ']')) { expected(p, "',' or ']'"); ok = 0; break; }
+    if (!is_punct(&p->cur, ']')) { te_expected(p, "',' or ']'"); ok = 0; break; }
     advance(p);
     break;
   }
   p->depth--;
   if (ok && n != o->ndim) {
-    perr(p, &nt, "tensor '%s' has %d dimension%s, found %d ind%s", o->name, o->ndim,
+    te_perr(p, &nt, "tensor '%s' has %d dimension%s, found %d ind%s", o->name, o->ndim,
          o->ndim == 1 ? "" : "s", n, n == 1 ? "ex" : "ices");
     ok = 0;
   }
   if (ok && *h + 1 > MAX_HEIGHT) {
-    perr(p, &nt, "expression too large (tree height above %d)", MAX_HEIGHT);
+    te_perr(p, &nt, "expression too large (tree height above %d)", MAX_HEIGHT);
     ok = 0;
   }
   if (!ok) {
@@ -645,7 +523,7 @@ static cwm_expr *pv_primary(parser *p, int *h) {
   *h = 1;
   if (t.kind == T_INT || t.kind == T_FLOAT) {
     if (t.overflow) {
-      perr(p, &t, "number '%s' is too large", tok_text(&t, d, sizeof d));
+      te_perr(p, &t, "number '%s' is too large", te_tok_text(&t, d, sizeof d));
       return NULL;
     }
     advance(p);
@@ -656,16 +534,16 @@ static cwm_expr *pv_primary(parser *p, int *h) {
   if (is_punct(&t, '(')) {
     if (!enter(p)) return NULL;
     advance(p);
-    cwm_expr *e = pv_add(p, h);
+    cwm_expr *e = te_parse_value(p, h);
     p->depth--;
-    if (e && !expect_punct(p, ')', "')'")) {
+    if (e && !te_expect_punct(p, ')', "')'")) {
       cwm_expr_free(e);
       return NULL;
     }
     return e;
   }
   if (t.kind != T_IDENT) {
-    expected(p, "a value expression");
+    te_expected(p, "a value expression");
     return NULL;
   }
   tok nx = peek(p, 1);
@@ -673,16 +551,16 @@ static cwm_expr *pv_primary(parser *p, int *h) {
   tok_name(&t, name);
   int fits = t.len < CWM_MAX_NAME;
   if (is_punct(&nx, '[')) {
-    int ti = fits ? find_tensor(p, name) : -1;
+    int ti = fits ? te_find_tensor(p, name) : -1;
     if (ti < 0) {
-      perr(p, &t, "unknown tensor %s", tok_desc(&t, d, sizeof d));
+      te_perr(p, &t, "unknown tensor %s", te_tok_desc(&t, d, sizeof d));
       return NULL;
     }
     return p_read(p, ti, h);
   }
   if (is_punct(&nx, '(')) {
-    if (at_reduction(p)) {
-      perr(p, &t, "a reduction must be the whole right-hand side");
+    if (te_at_reduction(p)) {
+      te_perr(p, &t, "a reduction must be the whole right-hand side");
       return NULL;
     }
     cwm_expr *args[3];
@@ -696,9 +574,9 @@ static cwm_expr *pv_primary(parser *p, int *h) {
     int f = tok_fn(&t);
     if (f < 0) {
       if (is_word(&t, "sum"))
-        perr(p, &t, "expected a reduction 'sum(axis:extent : expr)', found 'sum' used as a call");
+        te_perr(p, &t, "expected a reduction 'sum(axis:extent : expr)', found 'sum' used as a call");
       else
-        perr(p, &t, "unknown function %s", tok_desc(&t, d, sizeof d));
+        te_perr(p, &t, "unknown function %s", te_tok_desc(&t, d, sizeof d));
       return NULL;
     }
     advance(p);
@@ -709,325 +587,86 @@ static cwm_expr *pv_primary(parser *p, int *h) {
     memcpy(e->args, args, (size_t)want * sizeof *args);
     return e;
   }
-  if (fits && find_axis(p, name) >= 0)
-    perr(p, &t, "loop variable '%s' cannot be used as a value", name);
-  else if (fits && find_tensor(p, name) >= 0)
-    perr(p, &nx, "expected '[' after tensor '%s', found %s", name, tok_desc(&nx, d, sizeof d));
+  if (fits && te_find_axis(p, name) >= 0)
+    te_perr(p, &t, "loop variable '%s' cannot be used as a value", name);
+  else if (fits && te_find_tensor(p, name) >= 0)
+    te_perr(p, &nx, "expected '[' after tensor '%s', found %s", name, te_tok_desc(&nx, d, sizeof d));
   else
-    perr(p, &t, "unknown name %s", tok_desc(&t, d, sizeof d));
+    te_perr(p, &t, "unknown name %s", te_tok_desc(&t, d, sizeof d));
   return NULL;
 }
 
-static cwm_expr *pv_unary(parser *p, int *h) {
-  if (!is_punct(&p->cur, '-')) return pv_primary(p, h);
+/* ---------------------------------------------------------------- the expression grammar */
+
+/* One grammar for both kinds of expression: sums of products of (possibly negated) atoms.
+ * is_int picks the atoms (pi_primary: integer constants and axes; pv_primary: numbers, tensor
+ * reads and calls) and the division rule: an index divides only by a positive constant (floor
+ * division and modulo), a value never takes '%'. */
+static cwm_expr *px_unary(parser *p, int is_int, int *h) {
+  if (!is_punct(&p->cur, '-')) return is_int ? pi_primary(p, h) : pv_primary(p, h);
   tok t = p->cur;
   if (!enter(p)) return NULL;
   advance(p);
-  cwm_expr *x = pv_unary(p, h);
+  cwm_expr *x = px_unary(p, is_int, h);
   p->depth--;
   if (!x) return NULL;
   if (*h + 1 > MAX_HEIGHT) {
-    perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
+    te_perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
     cwm_expr_free(x);
     return NULL;
   }
-  cwm_expr *e = node(CWM_X_NEG, 0, 1);
+  cwm_expr *e = node(CWM_X_NEG, is_int, 1);
   e->args[0] = x;
   (*h)++;
   return e;
 }
 
-static cwm_expr *pv_mul(parser *p, int *h) {
-  cwm_expr *l = pv_unary(p, h);
+static cwm_expr *px_mul(parser *p, int is_int, int *h) {
+  cwm_expr *l = px_unary(p, is_int, h);
   while (l && (is_punct(&p->cur, '*') || is_punct(&p->cur, '/') || is_punct(&p->cur, '%'))) {
     tok t = p->cur;
-    if (t.op == '%') {
-      perr(p, &t, "expected a value operator, found '%%' (only index expressions take '%%')");
+    if (!is_int && t.op == '%') {
+      te_perr(p, &t, "expected a value operator, found '%%' (only index expressions take '%%')");
       cwm_expr_free(l);
       return NULL;
     }
     advance(p);
+    tok rt = p->cur;
     int hr;
-    cwm_expr *r = pv_unary(p, &hr);
+    cwm_expr *r = px_unary(p, is_int, &hr);
     if (!r) {
       cwm_expr_free(l);
       return NULL;
     }
-    l = join2(p, &t, CWM_X_BIN, t.op, 0, l, *h, r, hr, h);
+    if (is_int && t.op != '*' && !(r->kind == CWM_X_CONST && r->value > 0)) {
+      char d[256];
+      te_perr(p, &rt, "expected a positive integer constant after '%c', found %s", t.op,
+           te_tok_desc(&rt, d, sizeof d));
+      cwm_expr_free(l);
+      cwm_expr_free(r);
+      return NULL;
+    }
+    l = join2(p, &t, CWM_X_BIN, t.op, is_int, l, *h, r, hr, h);
   }
   return l;
 }
 
-static cwm_expr *pv_add(parser *p, int *h) {
-  cwm_expr *l = pv_mul(p, h);
+static cwm_expr *px_add(parser *p, int is_int, int *h) {
+  cwm_expr *l = px_mul(p, is_int, h);
   while (l && (is_punct(&p->cur, '+') || is_punct(&p->cur, '-'))) {
     tok t = p->cur;
     advance(p);
     int hr;
-    cwm_expr *r = pv_mul(p, &hr);
+    cwm_expr *r = px_mul(p, is_int, &hr);
     if (!r) {
       cwm_expr_free(l);
       return NULL;
     }
-    l = join2(p, &t, CWM_X_BIN, t.op, 0, l, *h, r, hr, h);
+    l = join2(p, &t, CWM_X_BIN, t.op, is_int, l, *h, r, hr, h);
   }
   return l;
 }
 
-/* ---------------------------------------------------------------- statements */
+static cwm_expr *pi_add(parser *p, int *h) { return px_add(p, 1, h); }
+cwm_expr *te_parse_value(parser *p, int *h) { return px_add(p, 0, h); }
 
-static int end_of_statement(parser *p) {
-  if (!at_eol(&p->cur)) {
-    expected(p, "end of line");
-    return 0;
-  }
-  if (p->cur.kind == T_NL) advance(p);
-  return 1;
-}
-
-/* Reads an extent/dimension: a positive integer no larger than 2^24. */
-static int take_extent(parser *p, int *out) {
-  tok t = p->cur;
-  if (t.kind != T_INT || t.overflow || t.ival < 1 || t.ival > MAX_EXTENT) {
-    expected(p, "an extent between 1 and 16777216");
-    return 0;
-  }
-  *out = (int)t.ival;
-  advance(p);
-  return 1;
-}
-
-/* A new tensor name: permitted, not already a tensor, not an axis of an earlier statement. */
-static int take_tensor_name(parser *p, char out[CWM_MAX_NAME]) {
-  tok t = p->cur;
-  if (!take_name(p, out, "a tensor name")) return 0;
-  if (find_tensor(p, out) >= 0) {
-    perr(p, &t, "duplicate tensor name '%s'", out);
-    return 0;
-  }
-  if (is_axis_anywhere(p, out)) {
-    perr(p, &t, "'%s' is already used as an axis name", out);
-    return 0;
-  }
-  advance(p);
-  return 1;
-}
-
-/* Checked before the op slot is touched: ops[] has no room past CWM_MAX_OPS. */
-static int room_for_op(parser *p, const tok *at) {
-  if (p->w->nops < CWM_MAX_OPS) return 1;
-  perr(p, at, "too many tensors (at most %d)", CWM_MAX_OPS);
-  return 0;
-}
-
-/* A new axis of the current statement (spatial or reduction). */
-static int take_axis(parser *p, const char *opname, char out[CWM_MAX_NAME], int *extent) {
-  tok t = p->cur;
-  if (!take_name(p, out, "an axis name")) return 0;
-  if (find_axis(p, out) >= 0) {
-    perr(p, &t, "duplicate axis name '%s'", out);
-    return 0;
-  }
-  if (find_tensor(p, out) >= 0 || strcmp(out, opname) == 0) {
-    perr(p, &t, "'%s' is already used as a tensor name", out);
-    return 0;
-  }
-  advance(p);
-  if (!expect_punct(p, ':', "':'")) return 0;
-  if (!take_extent(p, extent)) return 0;
-  memcpy(p->ax[p->nax++], out, CWM_MAX_NAME);
-  return 1;
-}
-
-static int check_size(parser *p, const tok *at, const char *name, const int *ext, int n,
-                      const char *what) {
-  long long prod = 1;
-  for (int i = 0; i < n; i++) {
-    prod *= ext[i];
-    if (prod > MAX_ELEMS) {
-      perr(p, at, "%s of '%s' has more than 2^31 elements", what, name);
-      return 0;
-    }
-  }
-  return 1;
-}
-
-static int parse_input(parser *p) {
-  advance(p); /* input */
-  tok nt = p->cur;
-  if (!room_for_op(p, &nt)) return 0;
-  cwm_op *o = &p->w->ops[p->w->nops];
-  memset(o, 0, sizeof *o);
-  if (!take_tensor_name(p, o->name)) return 0;
-  o->is_input = 1;
-  if (!expect_punct(p, '[', "'['")) return 0;
-  for (;;) {
-    if (o->ndim == CWM_MAX_DIMS) {
-      expected(p, "']' (at most 8 dimensions)");
-      return 0;
-    }
-    if (!take_extent(p, &o->shape[o->ndim])) return 0;
-    o->ndim++;
-    if (is_punct(&p->cur, ',')) { advance(p); continue; }
-    if (!expect_punct(p, ']', "',' or ']'")) return 0;
-    break;
-  }
-  if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
-  /* `const` marks a weight: the schedule may store it in the layout it reads (src/codegen/layout.c) */
-  if (p->cur.kind == T_IDENT && is_word(&p->cur, "const")) {
-    o->is_const = 1;
-    advance(p);
-  }
-  if (!end_of_statement(p)) return 0;
-  p->w->nops++;
-  return 1;
-}
-
-static int parse_reduction(parser *p, cwm_op *o) {
-  tok kt = p->cur;
-  o->reduce = is_word(&kt, "sum") ? CWM_RED_SUM : is_word(&kt, "max") ? CWM_RED_MAX : CWM_RED_MIN;
-  advance(p); /* kind */
-  advance(p); /* '(' */
-  for (;;) {
-    if (o->nred == CWM_MAX_DIMS) {
-      expected(p, "':' (at most 8 reduction axes)");
-      return 0;
-    }
-    if (!take_axis(p, o->name, o->red_axis[o->nred], &o->red_extent[o->nred])) return 0;
-    o->nred++;
-    if (is_punct(&p->cur, ',')) { advance(p); continue; }
-    if (!expect_punct(p, ':', "',' or ':'")) return 0;
-    break;
-  }
-  if (!check_size(p, &kt, o->name, o->red_extent, o->nred, "the reduction")) return 0;
-  int h;
-  o->body = pv_add(p, &h);
-  if (!o->body) return 0;
-  if (!expect_punct(p, ')', "')'")) return 0;
-  if (!at_eol(&p->cur)) {
-    char d[256];
-    perr(p, &p->cur, "a reduction must be the whole right-hand side, found %s",
-         tok_desc(&p->cur, d, sizeof d));
-    return 0;
-  }
-  return 1;
-}
-
-static int parse_compute(parser *p) {
-  tok nt = p->cur;
-  if (!room_for_op(p, &nt)) return 0;
-  cwm_op *o = &p->w->ops[p->w->nops];
-  memset(o, 0, sizeof *o);
-  if (!take_tensor_name(p, o->name)) return 0;
-  p->nax = 0;
-  if (!expect_punct(p, '[', "'['")) return 0;
-  for (;;) {
-    if (o->ndim == CWM_MAX_DIMS) {
-      expected(p, "']' (at most 8 axes)");
-      return 0;
-    }
-    if (!take_axis(p, o->name, o->axis[o->ndim], &o->shape[o->ndim])) return 0;
-    o->ndim++;
-    if (is_punct(&p->cur, ',')) { advance(p); continue; }
-    if (!expect_punct(p, ']', "',' or ']'")) return 0;
-    break;
-  }
-  if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
-  if (!expect_punct(p, '=', "'='")) return 0;
-  int ok;
-  if (at_reduction(p)) {
-    ok = parse_reduction(p, o);
-  } else {
-    int h;
-    o->body = pv_add(p, &h);
-    ok = o->body != NULL;
-  }
-  if (!ok || !end_of_statement(p)) {
-    cwm_expr_free(o->body);
-    o->body = NULL;
-    return 0;
-  }
-  p->w->nops++;
-  cwm_err be = {0};
-  if (cwm_op_check_bounds(p->w, p->w->nops - 1, &be)) {
-    perr(p, &nt, "%s", be.msg);
-    return 0;
-  }
-  return 1;
-}
-
-void cwm_workload_free(cwm_workload *w) {
-  if (!w) return;
-  for (int i = 0; i < w->nops && i < CWM_MAX_OPS; i++) cwm_expr_free(w->ops[i].body);
-  free(w);
-}
-
-cwm_workload *cwm_workload_parse(const char *text, cwm_err *err) {
-  parser p;
-  memset(&p, 0, sizeof p);
-  p.lx.s = text ? text : "";
-  p.lx.line = 1;
-  p.lx.col = 1;
-  p.err = err;
-  p.w = cwm_xcalloc(1, sizeof *p.w);
-  p.w->output = -1;
-  tok out_tok;
-  int out_index = -1;
-  memset(&out_tok, 0, sizeof out_tok);
-  advance(&p);
-  while (!p.failed && p.cur.kind != T_EOF) {
-    if (p.cur.kind == T_NL) {
-      advance(&p);
-    } else if (p.cur.kind != T_IDENT) {
-      expected(&p, "a statement (input, output or a compute)");
-    } else if (is_word(&p.cur, "input")) {
-      parse_input(&p);
-    } else if (is_word(&p.cur, "output")) {
-      if (out_index >= 0) {
-        perr(&p, &p.cur, "duplicate output statement");
-        break;
-      }
-      advance(&p);
-      out_tok = p.cur;
-      if (p.cur.kind != T_IDENT) {
-        expected(&p, "a tensor name");
-        break;
-      }
-      char name[CWM_MAX_NAME];
-      tok_name(&p.cur, name);
-      int ti = p.cur.len < CWM_MAX_NAME ? find_tensor(&p, name) : -1;
-      char d[256];
-      if (ti < 0) {
-        perr(&p, &p.cur, "unknown tensor %s", tok_desc(&p.cur, d, sizeof d));
-        break;
-      }
-      if (p.w->ops[ti].is_input) {
-        perr(&p, &p.cur, "output '%s' is an input, not a compute", name);
-        break;
-      }
-      out_index = ti;
-      advance(&p);
-      end_of_statement(&p);
-    } else {
-      parse_compute(&p);
-    }
-  }
-  if (!p.failed) {
-    int last = -1, ninputs = 0;
-    for (int i = 0; i < p.w->nops; i++) {
-      if (p.w->ops[i].is_input) ninputs++;
-      else last = i;
-    }
-    if (ninputs == 0) expected(&p, "an input statement");
-    else if (last < 0) expected(&p, "a compute statement");
-    else if (out_index >= 0 && out_index != last)
-      perr(&p, &out_tok, "output '%s' is not the last compute ('%s' is)",
-           p.w->ops[out_index].name, p.w->ops[last].name);
-    p.w->output = last;
-  }
-  if (p.failed) {
-    cwm_workload_free(p.w);
-    return NULL;
-  }
-  return p.w;
-}
