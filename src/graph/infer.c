@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_int.h"
+#include "infer_int.h"
 
 static const char *const SUPPORTED[] = {
     /* compute */
@@ -28,103 +28,6 @@ int cwm_graph_op_supported(const char *op) {
   return 0;
 }
 
-static int is_int(int dt) { return dt == CWM_DT_INT64 || dt == CWM_DT_INT32; }
-static int same_dt(int a, int b) { return a == b || (is_int(a) && is_int(b)); }
-/* Computed integers are int64 whatever the inputs' width. */
-static int out_dt(int dt) { return dt == CWM_DT_INT32 ? CWM_DT_INT64 : dt; }
-
-static void shape_str(int nd, const int64_t *d, char *buf, size_t n) {
-  cwm_value v;
-  v.ndim = nd;
-  memcpy(v.shape, d, sizeof(int64_t) * (size_t)nd);
-  cwm_value_shape_str(&v, buf, n);
-}
-
-/* numpy broadcasting of two shapes; -1 when they do not broadcast */
-static int bcast(int na, const int64_t *a, int nb, const int64_t *b, int *nr, int64_t *r) {
-  int n = na > nb ? na : nb;
-  for (int i = 0; i < n; i++) {
-    int64_t x = i < n - na ? 1 : a[i - (n - na)], y = i < n - nb ? 1 : b[i - (n - nb)];
-    if (x != y && x != 1 && y != 1) return -1;
-    r[i] = x == 1 ? y : x;
-  }
-  *nr = n;
-  return 0;
-}
-
-typedef struct {
-  cwm_graph *g;
-  int ni;
-  cwm_err *err;
-} ictx;
-
-#define NODE (&c->g->nodes[c->ni])
-#define FAIL(...) return cwm_node_fail(c->g, c->ni, c->err, __VA_ARGS__)
-
-static int in_idx(const ictx *c, int k) { return k < NODE->nin ? NODE->in[k] : -1; }
-static cwm_value *IN(const ictx *c, int k) { int v = in_idx(c, k); return v < 0 ? NULL : &c->g->values[v]; }
-
-static int set_out(ictx *c, int k, int dt, int nd, const int64_t *sh) {
-  if (k >= NODE->nout) return 0;
-  if (nd > CWM_GRAPH_MAX_DIMS) FAIL("output %d would have %d dimensions (at most %d)", k, nd, CWM_GRAPH_MAX_DIMS);
-  if (cwm_shape_numel(nd, sh) < 0) FAIL("output %d would have more than 2^40 elements or a negative dimension", k);
-  cwm_value *v = &c->g->values[NODE->out[k]];
-  v->dtype = out_dt(dt);
-  v->ndim = nd;
-  memcpy(v->shape, sh, sizeof(int64_t) * (size_t)nd);
-  v->shape_known = 1;
-  return 0;
-}
-
-static int need(ictx *c, int k, const char *what) {
-  if (!IN(c, k)) FAIL("input %d (%s) is missing", k, what);
-  return 0;
-}
-
-static int need_float(ictx *c, int k) {
-  if (IN(c, k) && IN(c, k)->dtype != CWM_DT_FLOAT)
-    FAIL("input %d has dtype %s but %s needs float", k, cwm_dtype_name(IN(c, k)->dtype), NODE->op_type);
-  return 0;
-}
-
-static int norm_axis(ictx *c, int64_t a, int rank, int *out) {
-  *out = 0;
-  if (a < -rank || a >= rank) FAIL("axis %lld is out of range for rank %d", (long long)a, rank);
-  *out = (int)(a < 0 ? a + rank : a);
-  return 0;
-}
-
-/* A constant 1-D (or scalar) int64 input read into out; *n its length. */
-static int const_ints(ictx *c, int k, const char *what, int64_t *out, int max, int *n) {
-  const cwm_value *v = IN(c, k);
-  if (!v) FAIL("input %d (%s) is missing", k, what);
-  if (v->kind != CWM_VAL_CONST) FAIL("input %d (%s) is computed at run time: only constant %s are supported", k, what, what);
-  if (!is_int(v->dtype) || v->ndim > 1) FAIL("input %d (%s) must be a 1-D int64 tensor", k, what);
-  int64_t len = cwm_value_numel(v);
-  if (len > max) FAIL("input %d (%s) has %lld entries (at most %d)", k, what, (long long)len, max);
-  memcpy(out, v->data, sizeof(int64_t) * (size_t)len);
-  *n = (int)len;
-  return 0;
-}
-
-/* An INTS attribute into out; -1 in *n when absent. */
-static int attr_ints(ictx *c, const char *name, int64_t *out, int max, int *n) {
-  const cwm_attr *a = cwm_gnode_attr(NODE, name);
-  *n = -1;
-  if (!a) return 0;
-  if (a->kind != CWM_ATTR_INTS) FAIL("attribute '%s' must be a list of ints", name);
-  if (a->n > max) FAIL("attribute '%s' has %d entries (at most %d)", name, a->n, max);
-  memcpy(out, a->ints, sizeof(int64_t) * (size_t)a->n);
-  *n = a->n;
-  return 0;
-}
-
-/* axes from an attribute (older opsets) or an optional constant input (newer); -1 when absent */
-static int get_axes(ictx *c, int from_input, int k, int64_t *axes, int *n) {
-  *n = -1;
-  if (from_input) return IN(c, k) ? const_ints(c, k, "axes", axes, CWM_GRAPH_MAX_DIMS, n) : 0;
-  return attr_ints(c, "axes", axes, CWM_GRAPH_MAX_DIMS, n);
-}
 
 static int check_no_autopad(ictx *c) {
   const cwm_attr *a = cwm_gnode_attr(NODE, "auto_pad");
@@ -137,17 +40,17 @@ static int check_no_autopad(ictx *c) {
 static int window_attrs(ictx *c, cwm_opp *p) {
   int64_t v[8];
   int n;
-  if (check_no_autopad(c) || attr_ints(c, "dilations", v, 8, &n)) return -1;
+  if (check_no_autopad(c) || ginf_attr_ints(c, "dilations", v, 8, &n)) return -1;
   for (int i = 0; i < n; i++)
     if (v[i] != 1) FAIL("dilations other than 1 are not supported (dilation %lld)", (long long)v[i]);
   p->stride[0] = p->stride[1] = 1;
-  if (attr_ints(c, "strides", v, 8, &n)) return -1;
+  if (ginf_attr_ints(c, "strides", v, 8, &n)) return -1;
   if (n >= 0 && n != 2) FAIL("strides has %d entries (2-D windows need 2)", n);
   for (int i = 0; i < n; i++) {
     if (v[i] < 1 || v[i] > (1 << 20)) FAIL("stride %lld is out of range", (long long)v[i]);
     p->stride[i] = v[i];
   }
-  if (attr_ints(c, "pads", v, 8, &n)) return -1;
+  if (ginf_attr_ints(c, "pads", v, 8, &n)) return -1;
   if (n >= 0 && n != 4) FAIL("pads has %d entries (2-D windows need 4)", n);
   for (int i = 0; i < n; i++) {
     if (v[i] < 0 || v[i] > (1 << 20)) FAIL("pad %lld is out of range", (long long)v[i]);
@@ -169,7 +72,7 @@ static int64_t win_out(int64_t x, int64_t pb, int64_t pe, int64_t k, int64_t s, 
 }
 
 static int infer_conv(ictx *c, cwm_opp *p) {
-  if (need(c, 0, "X") || need(c, 1, "W") || need_float(c, 0) || need_float(c, 1) || need_float(c, 2)) return -1;
+  if (ginf_need(c, 0, "X") || ginf_need(c, 1, "W") || ginf_need_float(c, 0) || ginf_need_float(c, 1) || ginf_need_float(c, 2)) return -1;
   const cwm_value *x = IN(c, 0), *w = IN(c, 1), *b = IN(c, 2);
   if (x->ndim != 4) FAIL("only 2-D convolutions (NCHW input of rank 4) are supported; the input has rank %d", x->ndim);
   if (w->ndim != 4) FAIL("the weight has rank %d (2-D convolutions need 4)", w->ndim);
@@ -186,7 +89,7 @@ static int infer_conv(ictx *c, cwm_opp *p) {
   if (M == 0 || M % p->group) FAIL("%lld output channels are not a multiple of group %lld", (long long)M, (long long)p->group);
   int64_t ks[8];
   int nk;
-  if (attr_ints(c, "kernel_shape", ks, 8, &nk)) return -1;
+  if (ginf_attr_ints(c, "kernel_shape", ks, 8, &nk)) return -1;
   if (nk >= 0 && (nk != 2 || ks[0] != w->shape[2] || ks[1] != w->shape[3]))
     FAIL("kernel_shape does not match the weight %s", ws);
   if (b && (b->ndim != 1 || b->shape[0] != M)) FAIL("the bias has %d dims but %lld output channels need [%lld]", b->ndim, (long long)M, (long long)M);
@@ -198,18 +101,18 @@ static int infer_conv(ictx *c, cwm_opp *p) {
     FAIL("kernel %lldx%lld is larger than the padded input %lldx%lld", (long long)p->kernel[0], (long long)p->kernel[1],
          (long long)(x->shape[2] + p->pad[0] + p->pad[2]), (long long)(x->shape[3] + p->pad[1] + p->pad[3]));
   int64_t sh[4] = {x->shape[0], M, oh, ow};
-  return set_out(c, 0, CWM_DT_FLOAT, 4, sh);
+  return ginf_set_out(c, 0, CWM_DT_FLOAT, 4, sh);
 }
 
 static int infer_pool(ictx *c, cwm_opp *p, int is_max) {
-  if (need(c, 0, "X") || need_float(c, 0)) return -1;
+  if (ginf_need(c, 0, "X") || ginf_need_float(c, 0)) return -1;
   const cwm_value *x = IN(c, 0);
   if (x->ndim != 4) FAIL("only 2-D pooling (NCHW input of rank 4) is supported; the input has rank %d", x->ndim);
   if (NODE->nout > 1) FAIL("the Indices output is not supported");
   if (window_attrs(c, p)) return -1;
   int64_t ks[8];
   int nk;
-  if (attr_ints(c, "kernel_shape", ks, 8, &nk)) return -1;
+  if (ginf_attr_ints(c, "kernel_shape", ks, 8, &nk)) return -1;
   if (nk != 2) FAIL("kernel_shape must have 2 entries");
   if (ks[0] < 1 || ks[1] < 1 || ks[0] > (1 << 20) || ks[1] > (1 << 20)) FAIL("kernel_shape entries must be positive");
   p->kernel[0] = ks[0];
@@ -222,11 +125,11 @@ static int infer_pool(ictx *c, cwm_opp *p, int is_max) {
   int64_t ow = win_out(x->shape[3], p->pad[1], p->pad[3], ks[1], p->stride[1], ceil_mode);
   if (oh < 1 || ow < 1) FAIL("kernel %lldx%lld is larger than the padded input", (long long)ks[0], (long long)ks[1]);
   int64_t sh[4] = {x->shape[0], x->shape[1], oh, ow};
-  return set_out(c, 0, CWM_DT_FLOAT, 4, sh);
+  return ginf_set_out(c, 0, CWM_DT_FLOAT, 4, sh);
 }
 
 static int infer_matmul(ictx *c) {
-  if (need(c, 0, "A") || need(c, 1, "B") || need_float(c, 0) || need_float(c, 1)) return -1;
+  if (ginf_need(c, 0, "A") || ginf_need(c, 1, "B") || ginf_need_float(c, 0) || ginf_need_float(c, 1)) return -1;
   const cwm_value *a = IN(c, 0), *b = IN(c, 1);
   if (a->ndim < 1 || b->ndim < 1) FAIL("MatMul needs operands of rank 1 or more");
   int64_t ka = a->shape[a->ndim - 1], kb = b->ndim == 1 ? b->shape[0] : b->shape[b->ndim - 2];
@@ -237,15 +140,15 @@ static int infer_matmul(ictx *c) {
   int64_t sh[CWM_GRAPH_MAX_DIMS + 2];
   int nb;
   int na_b = a->ndim > 2 ? a->ndim - 2 : 0, nb_b = b->ndim > 2 ? b->ndim - 2 : 0;
-  if (bcast(na_b, a->shape, nb_b, b->shape, &nb, sh)) FAIL("batch dimensions of %s and %s do not broadcast", as, bs);
+  if (ginf_bcast(na_b, a->shape, nb_b, b->shape, &nb, sh)) FAIL("batch dimensions of %s and %s do not broadcast", as, bs);
   int nd = nb;
   if (a->ndim >= 2) sh[nd++] = a->shape[a->ndim - 2];
   if (b->ndim >= 2) sh[nd++] = b->shape[b->ndim - 1];
-  return set_out(c, 0, CWM_DT_FLOAT, nd, sh);
+  return ginf_set_out(c, 0, CWM_DT_FLOAT, nd, sh);
 }
 
 static int infer_gemm(ictx *c, cwm_opp *p) {
-  if (need(c, 0, "A") || need(c, 1, "B") || need_float(c, 0) || need_float(c, 1) || need_float(c, 2)) return -1;
+  if (ginf_need(c, 0, "A") || ginf_need(c, 1, "B") || ginf_need_float(c, 0) || ginf_need_float(c, 1) || ginf_need_float(c, 2)) return -1;
   const cwm_value *a = IN(c, 0), *b = IN(c, 1), *cc = IN(c, 2);
   if (a->ndim != 2 || b->ndim != 2) FAIL("Gemm needs 2-D operands (ranks %d and %d)", a->ndim, b->ndim);
   p->alpha = cwm_gnode_attr_float(NODE, "alpha", 1);
@@ -259,11 +162,11 @@ static int infer_gemm(ictx *c, cwm_opp *p) {
   if (K != K2) FAIL("inner dimensions differ: A %s (transA %d), B %s (transB %d)", as, p->trans_a, bs, p->trans_b);
   int64_t sh[2] = {M, N}, r[CWM_GRAPH_MAX_DIMS];
   int nr;
-  if (cc && (cc->ndim > 2 || bcast(2, sh, cc->ndim, cc->shape, &nr, r) || r[0] != M || r[1] != N)) {
+  if (cc && (cc->ndim > 2 || ginf_bcast(2, sh, cc->ndim, cc->shape, &nr, r) || r[0] != M || r[1] != N)) {
     cwm_value_shape_str(cc, as, sizeof as);
     FAIL("C %s does not broadcast to [%lld, %lld]", as, (long long)M, (long long)N);
   }
-  return set_out(c, 0, CWM_DT_FLOAT, 2, sh);
+  return ginf_set_out(c, 0, CWM_DT_FLOAT, 2, sh);
 }
 
 /* Elementwise ops, N-ary with broadcasting. */
@@ -279,16 +182,16 @@ static int infer_elementwise(ictx *c, const char *op) {
   int nmax = unary ? 1 : where ? 3 : (!strcmp(op, "Max") || !strcmp(op, "Min")) ? NODE->nin : 2;
   if (nmax < 1) FAIL("no inputs");
   for (int k = 0; k < nmax; k++)
-    if (need(c, k, "operand")) return -1;
+    if (ginf_need(c, k, "operand")) return -1;
   int nd = 0;
   int64_t sh[CWM_GRAPH_MAX_DIMS];
   for (int k = 0; k < nmax; k++) {
     const cwm_value *v = IN(c, k);
     int64_t r[CWM_GRAPH_MAX_DIMS];
     int nr;
-    if (bcast(nd, sh, v->ndim, v->shape, &nr, r)) {
+    if (ginf_bcast(nd, sh, v->ndim, v->shape, &nr, r)) {
       char s1[96], s2[96];
-      shape_str(nd, sh, s1, sizeof s1);
+      ginf_shape_str(nd, sh, s1, sizeof s1);
       cwm_value_shape_str(v, s2, sizeof s2);
       FAIL("inputs %s and %s do not broadcast", s1, s2);
     }
@@ -311,18 +214,18 @@ static int infer_elementwise(ictx *c, const char *op) {
         FAIL("inputs have dtypes %s and %s", cwm_dtype_name(d0), cwm_dtype_name(dk));
     }
   }
-  return set_out(c, 0, cmp ? CWM_DT_BOOL : d0, nd, sh);
+  return ginf_set_out(c, 0, cmp ? CWM_DT_BOOL : d0, nd, sh);
 }
 
 static int infer_reduce(ictx *c, cwm_opp *p, const char *op) {
-  if (need(c, 0, "data")) return -1;
+  if (ginf_need(c, 0, "data")) return -1;
   const cwm_value *x = IN(c, 0);
   if (x->dtype == CWM_DT_BOOL || (!strcmp(op, "ReduceMean") && x->dtype != CWM_DT_FLOAT))
     FAIL("input 0 has dtype %s, which %s does not take", cwm_dtype_name(x->dtype), op);
   int from_input = c->g->opset >= (!strcmp(op, "ReduceSum") ? 13 : 18);
   int64_t axes[CWM_GRAPH_MAX_DIMS];
   int n;
-  if (get_axes(c, from_input, 1, axes, &n)) return -1;
+  if (ginf_get_axes(c, from_input, 1, axes, &n)) return -1;
   int keep = cwm_gnode_attr_int(NODE, "keepdims", 1) != 0;
   if (n <= 0) {
     int noop = cwm_gnode_attr_int(NODE, "noop_with_empty_axes", 0) != 0;
@@ -330,7 +233,7 @@ static int infer_reduce(ictx *c, cwm_opp *p, const char *op) {
   }
   for (int i = 0; i < n; i++) {
     int a;
-    if (norm_axis(c, axes[i], x->ndim, &a)) return -1;
+    if (ginf_norm_axis(c, axes[i], x->ndim, &a)) return -1;
     if (p->reduce[a]) FAIL("axis %d appears twice", a);
     p->reduce[a] = 1;
   }
@@ -341,320 +244,35 @@ static int infer_reduce(ictx *c, cwm_opp *p, const char *op) {
     if (!p->reduce[d]) sh[nd++] = x->shape[d];
     else if (keep) sh[nd++] = 1;
   }
-  return set_out(c, 0, x->dtype, nd, sh);
-}
-
-static int infer_reshape(ictx *c) {
-  if (need(c, 0, "data")) return -1;
-  const cwm_value *x = IN(c, 0);
-  int64_t s[CWM_GRAPH_MAX_DIMS];
-  int n;
-  if (const_ints(c, 1, "shape", s, CWM_GRAPH_MAX_DIMS, &n)) return -1;
-  int allowzero = cwm_gnode_attr_int(NODE, "allowzero", 0) != 0, neg = -1;
-  int64_t known = 1, numel = cwm_value_numel(x);
-  char xs[96], ts[128];
-  cwm_value_shape_str(x, xs, sizeof xs);
-  shape_str(n, s, ts, sizeof ts);
-  for (int i = 0; i < n; i++) {
-    if (s[i] == 0 && !allowzero) {
-      if (i >= x->ndim) FAIL("shape %s copies dimension %d, which the input %s lacks", ts, i, xs);
-      s[i] = x->shape[i];
-    }
-    if (s[i] == -1) {
-      if (neg >= 0) FAIL("shape %s has more than one -1", ts);
-      neg = i;
-      continue;
-    }
-    if (s[i] < 0 || s[i] > CWM_GRAPH_MAX_NUMEL) FAIL("shape %s has an invalid dimension", ts);
-    if (s[i] && known > CWM_GRAPH_MAX_NUMEL / s[i]) FAIL("shape %s is too large", ts);
-    known *= s[i];
-  }
-  if (neg >= 0) {
-    if (known == 0 || numel % known) FAIL("cannot reshape %s (%lld elements) to %s", xs, (long long)numel, ts);
-    s[neg] = numel / known;
-  } else if (known != numel) {
-    FAIL("cannot reshape %s (%lld elements) to %s (%lld elements)", xs, (long long)numel, ts, (long long)known);
-  }
-  return set_out(c, 0, x->dtype, n, s);
-}
-
-static int infer_slice(ictx *c, cwm_opp *p) {
-  if (need(c, 0, "data")) return -1;
-  const cwm_value *x = IN(c, 0);
-  int64_t st[CWM_GRAPH_MAX_DIMS], en[CWM_GRAPH_MAX_DIMS], ax[CWM_GRAPH_MAX_DIMS], sp[CWM_GRAPH_MAX_DIMS];
-  int ns, ne, na = -1, np = -1;
-  if (c->g->opset >= 10) {
-    if (const_ints(c, 1, "starts", st, 8, &ns) || const_ints(c, 2, "ends", en, 8, &ne)) return -1;
-    if (IN(c, 3) && const_ints(c, 3, "axes", ax, 8, &na)) return -1;
-    if (IN(c, 4) && const_ints(c, 4, "steps", sp, 8, &np)) return -1;
-  } else if (attr_ints(c, "starts", st, 8, &ns) || attr_ints(c, "ends", en, 8, &ne) || attr_ints(c, "axes", ax, 8, &na)) {
-    return -1;
-  }
-  if (ns < 0 || ns != ne) FAIL("starts and ends have different lengths");
-  if ((na >= 0 && na != ns) || (np >= 0 && np != ns)) FAIL("axes or steps differ in length from starts");
-  int64_t sh[CWM_GRAPH_MAX_DIMS];
-  int seen[CWM_GRAPH_MAX_DIMS] = {0};
-  for (int d = 0; d < x->ndim; d++) {
-    p->start[d] = 0;
-    p->step[d] = 1;
-    sh[d] = x->shape[d];
-  }
-  for (int i = 0; i < ns; i++) {
-    int a;
-    if (norm_axis(c, na >= 0 ? ax[i] : i, x->ndim, &a)) return -1;
-    if (seen[a]++) FAIL("axis %d appears twice", a);
-    int64_t step = np >= 0 ? sp[i] : 1, d = x->shape[a], s = st[i], e = en[i];
-    if (step == 0) FAIL("step 0 on axis %d", a);
-    if (step < -CWM_GRAPH_MAX_NUMEL) step = -CWM_GRAPH_MAX_NUMEL; /* any step past the extent takes one element */
-    if (step > CWM_GRAPH_MAX_NUMEL) step = CWM_GRAPH_MAX_NUMEL;
-    if (s < 0) s = s < -d ? -d - 1 + d : s + d; /* clamps without overflowing INT64_MIN + d */
-    if (e < 0) e = e < -d ? -1 : e + d;
-    if (step > 0) {
-      s = s < 0 ? 0 : s > d ? d : s;
-      e = e < 0 ? 0 : e > d ? d : e;
-    } else {
-      s = s > d - 1 ? d - 1 : s < 0 ? 0 : s;
-      e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-    }
-    int64_t len = step > 0 ? (e > s ? (e - s) / step + ((e - s) % step != 0) : 0)
-                           : (s > e ? (s - e) / -step + ((s - e) % -step != 0) : 0);
-    p->start[a] = s;
-    p->step[a] = step;
-    sh[a] = len;
-  }
-  return set_out(c, 0, x->dtype, x->ndim, sh);
-}
-
-static int infer_structural(ictx *c, cwm_opp *p, const char *op) {
-  const cwm_value *x = IN(c, 0);
-  int64_t sh[CWM_GRAPH_MAX_DIMS], v[CWM_GRAPH_MAX_DIMS];
-  int n;
-  char xs[96], vs[128];
-  if (!strcmp(op, "Shape") || !strcmp(op, "Size")) {
-    if (need(c, 0, "data")) return -1;
-    if (op[1] == 'i') return set_out(c, 0, CWM_DT_INT64, 0, sh);
-    int64_t s = c->g->opset >= 15 ? cwm_gnode_attr_int(NODE, "start", 0) : 0;
-    int64_t e = c->g->opset >= 15 ? cwm_gnode_attr_int(NODE, "end", x->ndim) : x->ndim;
-    if (s < 0) s += x->ndim;
-    if (e < 0) e += x->ndim;
-    s = s < 0 ? 0 : s > x->ndim ? x->ndim : s;
-    e = e < s ? s : e > x->ndim ? x->ndim : e;
-    p->shape_start = s;
-    sh[0] = e - s;
-    return set_out(c, 0, CWM_DT_INT64, 1, sh);
-  }
-  if (!strcmp(op, "ConstantOfShape")) {
-    if (const_ints(c, 0, "shape", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
-    const cwm_attr *a = cwm_gnode_attr(NODE, "value");
-    p->fill = -1;
-    int dt = CWM_DT_FLOAT;
-    if (a) {
-      if (a->kind != CWM_ATTR_TENSOR || cwm_value_numel(&c->g->values[a->value]) != 1)
-        FAIL("attribute 'value' must be a one-element tensor");
-      p->fill = a->value;
-      dt = c->g->values[a->value].dtype;
-    }
-    return set_out(c, 0, dt, n, v);
-  }
-  if (!strcmp(op, "Range")) {
-    for (int k = 0; k < 3; k++) {
-      const cwm_value *r = IN(c, k);
-      if (!r) FAIL("input %d is missing", k);
-      if (r->kind != CWM_VAL_CONST) FAIL("input %d is computed at run time: only constant ranges are supported", k);
-      if (cwm_value_numel(r) != 1 || r->dtype == CWM_DT_BOOL || !same_dt(r->dtype, IN(c, 0)->dtype))
-        FAIL("start, limit and delta must be scalars of one numeric dtype");
-    }
-    int64_t len;
-    if (x->dtype == CWM_DT_FLOAT) {
-      double s = *(float *)x->data, l = *(float *)IN(c, 1)->data, d = *(float *)IN(c, 2)->data;
-      double nn = d == 0 ? NAN : ceil((l - s) / d);
-      if (!(nn < (double)CWM_GRAPH_MAX_NUMEL)) FAIL("delta is 0 or the range too long");
-      len = nn < 0 ? 0 : (int64_t)nn;
-    } else {
-      int64_t s = *(int64_t *)x->data, l = *(int64_t *)IN(c, 1)->data, d = *(int64_t *)IN(c, 2)->data;
-      if (d == 0) FAIL("delta is 0");
-      uint64_t span = d > 0 ? (l > s ? (uint64_t)l - (uint64_t)s : 0) : (s > l ? (uint64_t)s - (uint64_t)l : 0);
-      uint64_t ad = d > 0 ? (uint64_t)d : (uint64_t)0 - (uint64_t)d;
-      uint64_t nn = span / ad + (span % ad != 0);
-      if (nn > (uint64_t)CWM_GRAPH_MAX_NUMEL) FAIL("the range is too long");
-      len = (int64_t)nn;
-    }
-    return set_out(c, 0, x->dtype, 1, &len);
-  }
-  if (need(c, 0, "data")) return -1;
-  cwm_value_shape_str(x, xs, sizeof xs);
-  int r = x->ndim;
-  if (!strcmp(op, "Reshape")) return infer_reshape(c);
-  if (!strcmp(op, "Slice")) return infer_slice(c, p);
-  if (!strcmp(op, "Flatten")) {
-    int64_t a = cwm_gnode_attr_int(NODE, "axis", 1);
-    if (a < -r || a > r) FAIL("axis %lld is out of range for rank %d", (long long)a, r);
-    if (a < 0) a += r;
-    sh[0] = cwm_shape_numel((int)a, x->shape);
-    sh[1] = cwm_shape_numel(r - (int)a, x->shape + a);
-    return set_out(c, 0, x->dtype, 2, sh);
-  }
-  if (!strcmp(op, "Transpose")) {
-    if (attr_ints(c, "perm", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
-    if (n < 0) {
-      n = r;
-      for (int i = 0; i < r; i++) v[i] = r - 1 - i;
-    }
-    int seen[CWM_GRAPH_MAX_DIMS] = {0}, ok = n == r;
-    for (int i = 0; i < n && ok; i++) ok = v[i] >= 0 && v[i] < r && !seen[v[i]]++;
-    shape_str(n, v, vs, sizeof vs);
-    if (!ok) FAIL("perm %s is not a permutation of 0..%d", vs, r - 1);
-    for (int i = 0; i < r; i++) {
-      p->perm[i] = (int)v[i];
-      sh[i] = x->shape[v[i]];
-    }
-    return set_out(c, 0, x->dtype, r, sh);
-  }
-  if (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze")) {
-    if (get_axes(c, c->g->opset >= 13, 1, v, &n)) return -1;
-    int unsq = op[0] == 'U', ro = unsq ? r + (n > 0 ? n : 0) : r;
-    if (unsq && n < 0) FAIL("axes are missing");
-    if (ro > CWM_GRAPH_MAX_DIMS) FAIL("the result would have %d dimensions", ro);
-    int mark[CWM_GRAPH_MAX_DIMS] = {0};
-    for (int i = 0; i < n; i++) {
-      int a;
-      if (norm_axis(c, v[i], ro, &a)) return -1;
-      if (mark[a]++) FAIL("axis %d appears twice", a);
-      if (!unsq && x->shape[a] != 1)
-        FAIL("cannot squeeze axis %d of %s (size %lld)", a, xs, (long long)x->shape[a]);
-    }
-    int nd = 0;
-    for (int i = 0, k = 0; i < ro; i++) {
-      if (unsq) sh[nd++] = mark[i] ? 1 : x->shape[k++];
-      else if (!(n < 0 ? x->shape[i] == 1 : mark[i])) sh[nd++] = x->shape[i];
-    }
-    return set_out(c, 0, x->dtype, nd, sh);
-  }
-  if (!strcmp(op, "Concat")) {
-    const cwm_attr *aa = cwm_gnode_attr(NODE, "axis");
-    if (!aa) FAIL("attribute 'axis' is missing");
-    int a;
-    if (norm_axis(c, cwm_gnode_attr_int(NODE, "axis", 0), r, &a)) return -1;
-    memcpy(sh, x->shape, sizeof(int64_t) * (size_t)r);
-    p->axis = a;
-    for (int k = 1; k < NODE->nin; k++) {
-      const cwm_value *y = IN(c, k);
-      if (!y) FAIL("input %d is missing", k);
-      if (y->ndim != r) FAIL("input %d has rank %d but input 0 has rank %d", k, y->ndim, r);
-      if (!same_dt(y->dtype, x->dtype))
-        FAIL("input %d has dtype %s but input 0 has %s", k, cwm_dtype_name(y->dtype), cwm_dtype_name(x->dtype));
-      for (int d = 0; d < r; d++)
-        if (d != a && y->shape[d] != x->shape[d]) {
-          cwm_value_shape_str(y, vs, sizeof vs);
-          FAIL("input %d is %s but input 0 is %s: only dimension %d may differ", k, vs, xs, a);
-        }
-      sh[a] += y->shape[a];
-      if (sh[a] > CWM_GRAPH_MAX_NUMEL) FAIL("the result is too large");
-    }
-    return set_out(c, 0, x->dtype, r, sh);
-  }
-  if (!strcmp(op, "Gather")) {
-    const cwm_value *ix = IN(c, 1);
-    if (!ix) FAIL("input 1 (indices) is missing");
-    if (!is_int(ix->dtype)) FAIL("indices have dtype %s (need int64 or int32)", cwm_dtype_name(ix->dtype));
-    int a;
-    if (norm_axis(c, cwm_gnode_attr_int(NODE, "axis", 0), r, &a)) return -1;
-    p->axis = a;
-    if (r - 1 + ix->ndim > CWM_GRAPH_MAX_DIMS) FAIL("the result would have too many dimensions");
-    if (ix->kind == CWM_VAL_CONST) {
-      int64_t m = cwm_value_numel(ix), d = x->shape[a];
-      for (int64_t i = 0; i < m; i++) {
-        int64_t t = ((int64_t *)ix->data)[i];
-        if (t < -d || t >= d) FAIL("index %lld is out of range for axis %d of size %lld", (long long)t, a, (long long)d);
-      }
-    }
-    int nd = 0;
-    for (int d = 0; d < a; d++) sh[nd++] = x->shape[d];
-    for (int d = 0; d < ix->ndim; d++) sh[nd++] = ix->shape[d];
-    for (int d = a + 1; d < r; d++) sh[nd++] = x->shape[d];
-    return set_out(c, 0, x->dtype, nd, sh);
-  }
-  if (!strcmp(op, "Expand")) {
-    if (const_ints(c, 1, "shape", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
-    int nd;
-    shape_str(n, v, vs, sizeof vs);
-    if (bcast(r, x->shape, n, v, &nd, sh)) FAIL("input %s does not broadcast to shape %s", xs, vs);
-    return set_out(c, 0, x->dtype, nd, sh);
-  }
-  if (!strcmp(op, "Tile")) {
-    if (const_ints(c, 1, "repeats", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
-    if (n != r) FAIL("repeats has %d entries for an input of rank %d", n, r);
-    for (int d = 0; d < r; d++) {
-      if (v[d] < 0 || v[d] > CWM_GRAPH_MAX_NUMEL || (v[d] && x->shape[d] > CWM_GRAPH_MAX_NUMEL / v[d]))
-        FAIL("repeat %lld on axis %d is invalid or too large", (long long)v[d], d);
-      sh[d] = x->shape[d] * v[d];
-    }
-    return set_out(c, 0, x->dtype, r, sh);
-  }
-  if (!strcmp(op, "Split")) {
-    int a, no = NODE->nout;
-    if (norm_axis(c, cwm_gnode_attr_int(NODE, "axis", 0), r, &a)) return -1;
-    p->axis = a;
-    if (no < 1) FAIL("no outputs");
-    int64_t sz[CWM_SPLIT_MAX];
-    if (no > CWM_SPLIT_MAX) FAIL("%d outputs (at most %d)", no, CWM_SPLIT_MAX);
-    int ns = -1;
-    if (c->g->opset >= 13) {
-      if (IN(c, 1) && const_ints(c, 1, "split", sz, CWM_SPLIT_MAX, &ns)) return -1;
-    } else if (attr_ints(c, "split", sz, CWM_SPLIT_MAX, &ns)) {
-      return -1;
-    }
-    int64_t d = x->shape[a], sum = 0;
-    if (ns < 0) {
-      int64_t chunk = (d + no - 1) / no;
-      if (d % no && c->g->opset < 18) FAIL("axis %d of size %lld does not split evenly into %d outputs", a, (long long)d, no);
-      for (int k = 0; k < no; k++) sz[k] = k < no - 1 ? chunk : d - chunk * (no - 1);
-      if (sz[no - 1] < 0) FAIL("axis %d of size %lld does not split into %d outputs", a, (long long)d, no);
-      ns = no;
-    }
-    if (ns != no) FAIL("split has %d entries for %d outputs", ns, no);
-    for (int k = 0; k < no; k++) {
-      if (sz[k] < 0 || sz[k] > d) FAIL("split entry %lld is invalid", (long long)sz[k]);
-      sum += sz[k];
-    }
-    shape_str(ns, sz, vs, sizeof vs);
-    if (sum != d) FAIL("split %s sums to %lld but axis %d has size %lld", vs, (long long)sum, a, (long long)d);
-    for (int k = 0; k < no; k++) {
-      memcpy(sh, x->shape, sizeof(int64_t) * (size_t)r);
-      sh[a] = sz[k];
-      if (set_out(c, k, x->dtype, r, sh)) return -1;
-    }
-    return 0;
-  }
-  FAIL("internal: no inference for %s", op);
+  return ginf_set_out(c, 0, x->dtype, nd, sh);
 }
 
 static int infer_norm(ictx *c, cwm_opp *p, const char *op) {
   const cwm_value *x = IN(c, 0);
-  if (need(c, 0, "X") || need(c, 1, "scale")) return -1;
+  if (ginf_need(c, 0, "X") || ginf_need(c, 1, "scale")) return -1;
   for (int k = 0; k < NODE->nin; k++)
-    if (need_float(c, k)) return -1;
+    if (ginf_need_float(c, k)) return -1;
   p->eps = cwm_gnode_attr_float(NODE, "epsilon", 1e-5f);
   if (!strcmp(op, "BatchNormalization")) {
     if (x->ndim < 2) FAIL("the input has rank %d (needs N, C, ...)", x->ndim);
     for (int k = 1; k < 5; k++) {
-      if (need(c, k, "scale, B, mean or var")) return -1;
+      if (ginf_need(c, k, "scale, B, mean or var")) return -1;
       if (IN(c, k)->ndim != 1 || IN(c, k)->shape[0] != x->shape[1])
         FAIL("input %d must have shape [%lld] (the channel count)", k, (long long)x->shape[1]);
     }
     int64_t ch = x->shape[1];
     for (int k = 1; k < NODE->nout; k++)
-      if (set_out(c, k, CWM_DT_FLOAT, 1, &ch)) return -1;
-    return set_out(c, 0, CWM_DT_FLOAT, x->ndim, x->shape);
+      if (ginf_set_out(c, k, CWM_DT_FLOAT, 1, &ch)) return -1;
+    return ginf_set_out(c, 0, CWM_DT_FLOAT, x->ndim, x->shape);
   }
   int a;
-  if (norm_axis(c, cwm_gnode_attr_int(NODE, "axis", -1), x->ndim, &a)) return -1;
+  if (ginf_norm_axis(c, cwm_gnode_attr_int(NODE, "axis", -1), x->ndim, &a)) return -1;
   p->axis = a;
   for (int k = 1; k < 3; k++) {
     const cwm_value *s = IN(c, k);
     int64_t r[CWM_GRAPH_MAX_DIMS];
     int nr;
-    if (s && (s->ndim > x->ndim - a || bcast(x->ndim, x->shape, s->ndim, s->shape, &nr, r) ||
+    if (s && (s->ndim > x->ndim - a || ginf_bcast(x->ndim, x->shape, s->ndim, s->shape, &nr, r) ||
               memcmp(r, x->shape, sizeof(int64_t) * (size_t)x->ndim))) {
       char xs[96], ss[96];
       cwm_value_shape_str(x, xs, sizeof xs);
@@ -665,8 +283,8 @@ static int infer_norm(ictx *c, cwm_opp *p, const char *op) {
   int64_t sh[CWM_GRAPH_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) sh[d] = d < a ? x->shape[d] : 1;
   for (int k = 1; k < NODE->nout; k++)
-    if (set_out(c, k, CWM_DT_FLOAT, x->ndim, sh)) return -1;
-  return set_out(c, 0, CWM_DT_FLOAT, x->ndim, x->shape);
+    if (ginf_set_out(c, k, CWM_DT_FLOAT, x->ndim, sh)) return -1;
+  return ginf_set_out(c, 0, CWM_DT_FLOAT, x->ndim, x->shape);
 }
 
 /* Op-specific parameters of elementwise ops (constants of Clip, Cast's target). */
@@ -728,23 +346,23 @@ static int infer_op(ictx *c, cwm_opp *p) {
     return 0;
   }
   if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
-    if (need(c, 0, "input") || need_float(c, 0)) return -1;
+    if (ginf_need(c, 0, "input") || ginf_need_float(c, 0)) return -1;
     const cwm_value *x = IN(c, 0);
     int a;
-    if (norm_axis(c, cwm_gnode_attr_int(NODE, "axis", c->g->opset >= 13 ? -1 : 1), x->ndim, &a)) return -1;
+    if (ginf_norm_axis(c, cwm_gnode_attr_int(NODE, "axis", c->g->opset >= 13 ? -1 : 1), x->ndim, &a)) return -1;
     p->axis = a;
     p->softmax_2d = c->g->opset < 13;
-    return set_out(c, 0, CWM_DT_FLOAT, x->ndim, x->shape);
+    return ginf_set_out(c, 0, CWM_DT_FLOAT, x->ndim, x->shape);
   }
   if (!strcmp(op, "GlobalAveragePool")) {
-    if (need(c, 0, "X") || need_float(c, 0)) return -1;
+    if (ginf_need(c, 0, "X") || ginf_need_float(c, 0)) return -1;
     const cwm_value *x = IN(c, 0);
     if (x->ndim < 3) FAIL("the input has rank %d (needs N, C and spatial dimensions)", x->ndim);
     int64_t sh[CWM_GRAPH_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) sh[d] = d < 2 ? x->shape[d] : 1;
-    return set_out(c, 0, CWM_DT_FLOAT, x->ndim, sh);
+    return ginf_set_out(c, 0, CWM_DT_FLOAT, x->ndim, sh);
   }
-  return infer_structural(c, p, op);
+  return ginf_structural(c, p, op);
 }
 
 /* Replaces every read of value `from` (later nodes and graph outputs) by `to`. */
@@ -865,7 +483,7 @@ int cwm_graph_infer(cwm_graph *g, cwm_err *err) {
       if (!x) return cwm_node_fail(g, ni, err, "input 0 is missing");
       if (n->nout < 1) continue;
       int vx = n->in[0];
-      if (set_out(&c, 0, x->dtype, x->ndim, x->shape)) return -1;
+      if (ginf_set_out(&c, 0, x->dtype, x->ndim, x->shape)) return -1;
       if (n->nout > 1 && readers(g, n->out[1], -1))
         return cwm_node_fail(g, ni, err, "the mask output is not supported (inference only)");
       n->dead = 1;
