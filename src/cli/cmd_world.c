@@ -110,6 +110,21 @@ static int train_ansor(int argc, char **argv) {
   return 0;
 }
 
+/* A new model with the vocabulary of the trajectories in data and the encoder options given. */
+static cwm_world *new_world(const cli_opt *o, int nopt, const char *data, const cwm_train_opts *to, cwm_err *e) {
+  cwm_vocab *v = NULL;
+  if (cwm_world_build_vocab(data, to->max_traj > 0 ? to->max_traj : 4000, 2, &v, e)) return NULL;
+  fprintf(stderr, "cwm train: vocabulary of %d tokens from %s\n", cwm_vocab_size(v), data);
+  cwm_world_config c;
+  cwm_world_config_default(&c);
+  c.enc.width = (int)cli_get_long(o, nopt, "--width", c.enc.width);
+  c.enc.layers = (int)cli_get_long(o, nopt, "--layers", c.enc.layers);
+  c.enc.heads = (int)cli_get_long(o, nopt, "--heads", c.enc.heads);
+  c.enc.window = (int)cli_get_long(o, nopt, "--window", c.enc.window);
+  c.enc.overlap = c.enc.window / 4;
+  return cwm_world_new(&c, v, to->seed, e);
+}
+
 int cmd_train(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '-') {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) return cli_usage("train", TRAIN_HELP, NULL);
@@ -175,19 +190,8 @@ int cmd_train(int argc, char **argv) {
   if (in) {
     w = cwm_world_load(in, &e);
     if (!w) return cli_fail(&e);
-  } else {
-    cwm_vocab *v = NULL;
-    if (cwm_world_build_vocab(data, to.max_traj > 0 ? to.max_traj : 4000, 2, &v, &e)) return cli_fail(&e);
-    fprintf(stderr, "cwm train: vocabulary of %d tokens from %s\n", cwm_vocab_size(v), data);
-    cwm_world_config c;
-    cwm_world_config_default(&c);
-    c.enc.width = (int)cli_get_long(o, NOPT(o), "--width", c.enc.width);
-    c.enc.layers = (int)cli_get_long(o, NOPT(o), "--layers", c.enc.layers);
-    c.enc.heads = (int)cli_get_long(o, NOPT(o), "--heads", c.enc.heads);
-    c.enc.window = (int)cli_get_long(o, NOPT(o), "--window", c.enc.window);
-    c.enc.overlap = c.enc.window / 4;
-    w = cwm_world_new(&c, v, to.seed, &e);
-    if (!w) return cli_fail(&e);
+  } else if (!(w = new_world(o, NOPT(o), data, &to, &e))) {
+    return cli_fail(&e);
   }
   rc = 0;
   cwm_buf notes;

@@ -405,6 +405,39 @@ static double float_ops(const cwm_store *so) {
 
 /* ------------------------------------------------------------------ rows */
 
+/* Ansor's arithmetic intensity curve of a store: compute ops against bytes touched, loop by loop
+ * outward, sampled at AI_N evenly spaced points of the compute. */
+static void intensity_curve(const sinfo_t *cur, const cwm_store *so, float *out) {
+  double cops = float_ops(so);
+  if (cops > 0 && cur->L > 0) {
+    double clist[MAXL], mlist[MAXL];
+    int n = 0;
+    for (int i = cur->L - 1; i >= 0; i--) {
+      double mem = 0;
+      for (int b = 0; b < cur->nbuf; b++) mem += cur->buf[b].region[i] * ELEM_BYTES;
+      cops *= cur->ext[i];
+      clist[n] = cops;
+      mlist[n] = mem > 0 ? mem : ELEM_BYTES;
+      n++;
+    }
+    int pt = 0;
+    for (int i = 0; i < AI_N; i++) {
+      double target = clist[n - 1] * (i + 1) / AI_N;
+      while (pt < n - 1 && clist[pt] < target - 1e-4) pt++;
+      double v;
+      if (pt == 0) {
+        v = clist[0] / mlist[0];
+      } else {
+        double base = clist[pt - 1] / mlist[pt - 1];
+        double dc = clist[pt] - clist[pt - 1];
+        double slope = dc > 0 ? (clist[pt] / mlist[pt] - base) / dc : 0;
+        v = base + slope * (target - clist[pt - 1]);
+      }
+      out[i] = slog(v);
+    }
+  }
+}
+
 static void fill_row(const cwm_state *s, const sinfo_t *si, int last, float *row) {
   const sinfo_t *cur = &si[last];
   const cwm_store *so = cur->so;
@@ -475,34 +508,7 @@ static void fill_row(const cwm_state *s, const sinfo_t *si, int last, float *row
   }
 
   /* Group 3: arithmetic intensity curve (compute ops vs touched bytes, loop by loop outward) */
-  double cops = float_ops(so);
-  if (cops > 0 && cur->L > 0) {
-    double clist[MAXL], mlist[MAXL];
-    int n = 0;
-    for (int i = cur->L - 1; i >= 0; i--) {
-      double mem = 0;
-      for (int b = 0; b < cur->nbuf; b++) mem += cur->buf[b].region[i] * ELEM_BYTES;
-      cops *= cur->ext[i];
-      clist[n] = cops;
-      mlist[n] = mem > 0 ? mem : ELEM_BYTES;
-      n++;
-    }
-    int pt = 0;
-    for (int i = 0; i < AI_N; i++) {
-      double target = clist[n - 1] * (i + 1) / AI_N;
-      while (pt < n - 1 && clist[pt] < target - 1e-4) pt++;
-      double v;
-      if (pt == 0) {
-        v = clist[0] / mlist[0];
-      } else {
-        double base = clist[pt - 1] / mlist[pt - 1];
-        double dc = clist[pt] - clist[pt - 1];
-        double slope = dc > 0 ? (clist[pt] / mlist[pt] - base) / dc : 0;
-        v = base + slope * (target - clist[pt - 1]);
-      }
-      row[CWM_AF_AI + i] = slog(v);
-    }
-  }
+  intensity_curve(cur, so, row + CWM_AF_AI);
 
   /* Group 4: allocation (intermediate buffers only) */
   const cwm_workload *w = cwm_dag_workload(s->dag);

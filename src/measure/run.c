@@ -186,14 +186,14 @@ static float *child_alloc(int wfd, child_msg *m, long len, int i) {
   return a;
 }
 
-/* Runs in the forked child and never returns. shared_out, if set, is the output buffer (a shared
- * mapping the parent reads back: the reference); timing = 0 runs once only. */
-static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const char *so,
-                       const cwm_candidate *c, const cwm_reference *ref, double timeout,
-                       int timing, float *shared_out) {
-  double t_start = now_s();
-  child_msg m;
-  memset(&m, 0, sizeof m);
+/* The memory the repeats write through to flush the caches (--flush-cache), allocated before the
+ * child's address-space limit. */
+static unsigned char *flush_buf;
+
+/* The child's process state before the kernel is loaded: dies with the parent, its own process
+ * group, no stdin/stdout, only the result pipe open, resource limits, the OpenMP environment.
+ * Returns the thread count. */
+static int child_isolate(int wfd, pid_t parent, const cwm_measure_opts *o, int timing, double timeout) {
 #ifdef __linux__
   /* Die with the parent: a killed cwm must not leave kernels running. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -209,7 +209,6 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
   close_inherited(wfd);
   signal(SIGPIPE, SIG_DFL);
 
-  static unsigned char *flush_buf;
   if (timing && o->flush_cache) flush_buf = malloc(FLUSH_BYTES); /* before RLIMIT_AS: not the kernel's */
 #ifdef __GLIBC__
   /* Kernels allocate their local and packed buffers on every call. Served from the heap and kept
@@ -238,6 +237,50 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
   snprintf(tb, sizeof tb, "%d", thr);
   setenv("OMP_NUM_THREADS", tb, 1); /* libgomp reads these when it is loaded, i.e. by dlopen */
   setenv("OMP_WAIT_POLICY", "passive", 1);
+  return thr;
+}
+
+/* The kernel's arguments: seeded inputs (converted once, untimed, to the kernel's layout when it
+ * has a conversion), the output filled with NaN so that an element the kernel misses shows. */
+static void child_args(int wfd, child_msg *m, void *h, const cwm_measure_opts *o, const cwm_candidate *c,
+                       float *shared_out, float **args) {
+  float *src[CWM_MAX_ARGS];
+  int nargs = c->nargs;
+  for (int i = 0; i < nargs; i++) {
+    int is_out = i == nargs - 1;
+    int packed = !is_out && c->pack_entry && c->src_len[i] > 0;
+    long len = c->arg_len[i] > 0 ? c->arg_len[i] : 1;
+    args[i] = is_out && shared_out ? shared_out : child_alloc(wfd, m, len, i);
+    src[i] = packed ? child_alloc(wfd, m, c->src_len[i], i) : args[i];
+    if (is_out || packed) /* an element the kernel (or the conversion) misses stays NaN */
+      for (long j = 0; j < len; j++) args[i][j] = NAN;
+    if (!is_out) cwm_measure_fill(src[i], packed ? c->src_len[i] : len, o->seed, i);
+  }
+  if (c->pack_entry) {
+    /* weights stored in the kernel's layout: converted once from the seeded data, untimed */
+    void *psym = dlsym(h, c->pack_entry);
+    if (!psym) {
+      m->error = CWM_MERR_INSTANTIATION;
+      snprintf(m->msg, sizeof m->msg, "layout conversion '%s' not found in the built object", c->pack_entry);
+      send_and_exit(wfd, m);
+    }
+    void (*pack)(float *const *, float *const *);
+    memcpy(&pack, &psym, sizeof pack);
+    pack(src, args);
+    for (int i = 0; i < nargs; i++)
+      if (src[i] != args[i]) free(src[i]);
+  }
+}
+
+/* Runs in the forked child and never returns. shared_out, if set, is the output buffer (a shared
+ * mapping the parent reads back: the reference); timing = 0 runs once only. */
+static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const char *so,
+                       const cwm_candidate *c, const cwm_reference *ref, double timeout,
+                       int timing, float *shared_out) {
+  double t_start = now_s();
+  child_msg m;
+  memset(&m, 0, sizeof m);
+  int thr = child_isolate(wfd, parent, o, timing, timeout);
 
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -262,32 +305,9 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     f(thr);
   }
 
-  float *args[CWM_MAX_ARGS], *src[CWM_MAX_ARGS];
+  float *args[CWM_MAX_ARGS];
   int nargs = c->nargs;
-  for (int i = 0; i < nargs; i++) {
-    int is_out = i == nargs - 1;
-    int packed = !is_out && c->pack_entry && c->src_len[i] > 0;
-    long len = c->arg_len[i] > 0 ? c->arg_len[i] : 1;
-    args[i] = is_out && shared_out ? shared_out : child_alloc(wfd, &m, len, i);
-    src[i] = packed ? child_alloc(wfd, &m, c->src_len[i], i) : args[i];
-    if (is_out || packed) /* an element the kernel (or the conversion) misses stays NaN */
-      for (long j = 0; j < len; j++) args[i][j] = NAN;
-    if (!is_out) cwm_measure_fill(src[i], packed ? c->src_len[i] : len, o->seed, i);
-  }
-  if (c->pack_entry) {
-    /* weights stored in the kernel's layout: converted once from the seeded data, untimed */
-    void *psym = dlsym(h, c->pack_entry);
-    if (!psym) {
-      m.error = CWM_MERR_INSTANTIATION;
-      snprintf(m.msg, sizeof m.msg, "layout conversion '%s' not found in the built object", c->pack_entry);
-      send_and_exit(wfd, &m);
-    }
-    void (*pack)(float *const *, float *const *);
-    memcpy(&pack, &psym, sizeof pack);
-    pack(src, args);
-    for (int i = 0; i < nargs; i++)
-      if (src[i] != args[i]) free(src[i]);
-  }
+  child_args(wfd, &m, h, o, c, shared_out, args);
   float *out = args[nargs - 1];
 
   /* The checked call is the first of the warm-up: it touches every page and loads the code. */
