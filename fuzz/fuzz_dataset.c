@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cwm/dataset.h"
+#include "cwm/train.h"
 
 #define MAX_REPLAYS 2 /* replays per input: a replay and its final print cost about a millisecond */
 

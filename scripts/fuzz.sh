@@ -22,6 +22,10 @@ for t in $TARGETS; do
       src="$SRC src/world/tokenizer.c src/world/modelfile.c"
       maxlen=16384
       ;;
+    # dataset files: the record reader and the statistics over it (train layer)
+    dataset)
+      src="$SRC src/train/stats.c"
+      ;;
     # network files: the parser over the op library
     network)
       src="$SRC src/search/network.c"
@@ -44,7 +48,7 @@ for t in $TARGETS; do
       if echo 'int main(void){return 0;}' | clang -x c - -lxgboost -o "$OUT/.probe" 2>/dev/null; then libs="-lxgboost"; fi
       ;;
   esac
-  clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude \
+  clang -g -O1 -Werror=implicit-function-declaration -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude \
     -DCWM_SOURCE_DIR="\"$PWD\"" $src "fuzz/fuzz_$t.c" $(pkg-config --cflags --libs libcjson) $libs -lm -ldl -lpthread \
     -o "$OUT/fuzz_$t"
   mkdir -p "$OUT/corpus_$t"
