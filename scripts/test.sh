@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 # the layers: no upward include, no two files depending on each other (before building anything)
 python3 scripts/check-layers.py
+# file and function sizes (800 and 120 lines; exceptions named in the script)
+./scripts/check-layout.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$JOBS"
 (cd build && ctest --output-on-failure -LE long)

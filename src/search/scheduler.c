@@ -255,14 +255,12 @@ static void restore_history(cwm_sched *s, int i, const recvec *v, int per_round)
   free(h);
 }
 
-int cwm_tune_network(const cwm_network *net, cwm_costmodel *m, const cwm_measure_opts *mo, const cwm_net_opts *o,
-                     cwm_net_result *res, cwm_err *err) {
-  double t0 = cwm_now();
-  int n = net->n, rc = 0;
+/* the result rows, one per subgraph, before any tuning */
+static void init_results(const cwm_network *net, cwm_net_result *res) {
   memset(res, 0, sizeof *res);
-  res->ntasks = n;
-  res->tasks = cwm_xcalloc((size_t)n, sizeof *res->tasks);
-  for (int i = 0; i < n; i++) {
+  res->ntasks = net->n;
+  res->tasks = cwm_xcalloc((size_t)net->n, sizeof *res->tasks);
+  for (int i = 0; i < net->n; i++) {
     cwm_net_task_result *tr = &res->tasks[i];
     snprintf(tr->name, sizeof tr->name, "%s", net->sub[i].name);
     cwm_workload_key(net->sub[i].w, tr->key);
@@ -270,11 +268,11 @@ int cwm_tune_network(const cwm_network *net, cwm_costmodel *m, const cwm_measure
     tr->flops = cwm_workload_flops(net->sub[i].w);
     tr->best_cost = NONE;
   }
-  int per = o->per_round < o->trials / n ? o->per_round : o->trials / n;
-  if (per < 1)
-    return cwm_fail(err, CWM_EUSAGE, "%d trials are fewer than one per subgraph (%d subgraphs)", o->trials, n);
+}
 
-  /* similarity groups: one per op kind */
+/* the task scheduler over the subgraphs; similarity groups are one per op kind */
+static cwm_sched *net_sched(const cwm_network *net, const cwm_net_result *res, const cwm_net_opts *o) {
+  int n = net->n;
   double *weight = cwm_xcalloc((size_t)n, sizeof *weight), *flops = cwm_xcalloc((size_t)n, sizeof *flops);
   int *group = cwm_xcalloc((size_t)n, sizeof *group);
   for (int i = 0; i < n; i++) {
@@ -293,6 +291,36 @@ int cwm_tune_network(const cwm_network *net, cwm_costmodel *m, const cwm_measure
   free(weight);
   free(flops);
   free(group);
+  return s;
+}
+
+/* one subgraph's tuner result into its row and the totals */
+static void task_result(cwm_net_result *res, int i, cwm_tuner *tu, int done) {
+  cwm_net_task_result *tr = &res->tasks[i];
+  cwm_tune_result r;
+  cwm_tuner_result(tu, &r);
+  tr->best_cost = r.best_cost;
+  tr->best_steps = r.best_steps;
+  tr->best_nsteps = r.best_nsteps;
+  tr->measured = r.measured;
+  tr->resumed = r.resumed;
+  tr->errors = r.errors;
+  tr->trials = r.measured + r.resumed;
+  tr->done = done;
+  res->trials += tr->trials;
+  res->measured += r.measured;
+  res->errors += r.errors;
+}
+
+int cwm_tune_network(const cwm_network *net, cwm_costmodel *m, const cwm_measure_opts *mo, const cwm_net_opts *o,
+                     cwm_net_result *res, cwm_err *err) {
+  double t0 = cwm_now();
+  int n = net->n, rc = 0;
+  init_results(net, res);
+  int per = o->per_round < o->trials / n ? o->per_round : o->trials / n;
+  if (per < 1)
+    return cwm_fail(err, CWM_EUSAGE, "%d trials are fewer than one per subgraph (%d subgraphs)", o->trials, n);
+  cwm_sched *s = net_sched(net, res, o);
 
   cwm_task **tasks = cwm_xcalloc((size_t)n, sizeof *tasks);
   cwm_tuner **tu = cwm_xcalloc((size_t)n, sizeof *tu);
@@ -367,17 +395,9 @@ int cwm_tune_network(const cwm_network *net, cwm_costmodel *m, const cwm_measure
     measured_now += nm;
     round++;
     if (o->progress) {
-      cwm_net_progress p = {0};
-      p.round = round;
-      p.warmup = warm;
-      p.task = i;
-      p.name = net->sub[i].name;
-      p.measured = nm;
-      p.trials = total;
-      p.budget = o->trials;
-      p.task_best = cwm_tuner_best(tu[i]);
+      cwm_net_progress p = {.round = round, .warmup = warm, .task = i, .name = net->sub[i].name, .measured = nm,
+                            .trials = total, .budget = o->trials, .task_best = cwm_tuner_best(tu[i]), .ntasks = n};
       p.est_latency = cwm_sched_objective(s, &p.missing);
-      p.ntasks = n;
       p.elapsed = cwm_now() - t0;
       p.eta = measured_now ? p.elapsed / measured_now * (o->trials - total) : 0;
       o->progress(o->ud, &p);
@@ -387,22 +407,7 @@ int cwm_tune_network(const cwm_network *net, cwm_costmodel *m, const cwm_measure
 
 done:
   for (int i = 0; i < n; i++) {
-    cwm_net_task_result *tr = &res->tasks[i];
-    if (tu[i]) {
-      cwm_tune_result r;
-      cwm_tuner_result(tu[i], &r);
-      tr->best_cost = r.best_cost;
-      tr->best_steps = r.best_steps;
-      tr->best_nsteps = r.best_nsteps;
-      tr->measured = r.measured;
-      tr->resumed = r.resumed;
-      tr->errors = r.errors;
-      tr->trials = r.measured + r.resumed;
-      tr->done = cwm_sched_done(s, i);
-      res->trials += tr->trials;
-      res->measured += r.measured;
-      res->errors += r.errors;
-    }
+    if (tu[i]) task_result(res, i, tu[i], cwm_sched_done(s, i));
     cwm_tuner_free(tu[i]);
     cwm_task_free(tasks[i]);
     cwm_records_free(per_task[i].r, per_task[i].n);

@@ -258,6 +258,175 @@ static double cosine(const float *a, const float *b, int D) {
   return ab / (sqrt(aa * bb) + 1e-12);
 }
 
+/* scores of the ranker of another model file (the no-contrastive-pre-training ablation) */
+static int ablation_scores(const char *path, part_data *va, double *score, cwm_err *err) {
+  int N = va->nrows, rc = 0;
+  cwm_world *wa = cwm_world_load(path, err);
+  if (!wa) return err ? err->code : CWM_EMODEL;
+  float *ra = cwm_xmalloc(sizeof(float) * (size_t)N * cwm_world_nfeat(wa));
+  if (!wa->ranker) rc = cwm_fail(err, CWM_EMODEL, "%s: no ranker", path);
+  if (!rc) rc = part_rows(wa, va, 0, ra, err);
+  if (!rc) rc = cwm_ranker_predict(wa->ranker, ra, N, cwm_world_nfeat(wa), score, err);
+  free(ra);
+  cwm_world_free(wa);
+  return rc;
+}
+
+/* Ansor's model and a random model over the held-out states (a failed replay gets the lowest score) */
+static int baseline_scores(cwm_costmodel *am, part_data *va, uint64_t seed, double *s_ansor, double *s_rand,
+                           cwm_err *err) {
+  int N = va->nrows, m = 0, rc;
+  cwm_state **vs = cwm_xmalloc(sizeof(*vs) * (size_t)(N ? N : 1));
+  int *map = cwm_xmalloc(sizeof(int) * (size_t)(N ? N : 1));
+  for (int i = 0; i < N; i++) {
+    s_ansor[i] = s_rand[i] = CWM_SCORE_INVALID;
+    if (va->st[i]) {
+      vs[m] = va->st[i];
+      map[m++] = i;
+    }
+  }
+  double *tmp = cwm_xmalloc(sizeof(double) * (size_t)(m ? m : 1));
+  rc = cwm_costmodel_predict(am, vs, m, tmp, err);
+  for (int i = 0; i < m && !rc; i++) s_ansor[map[i]] = tmp[i];
+  cwm_costmodel *rm = cwm_costmodel_random(seed);
+  if (!rc) rc = cwm_costmodel_predict(rm, vs, m, tmp, err);
+  for (int i = 0; i < m && !rc; i++) s_rand[map[i]] = tmp[i];
+  cwm_costmodel_free(rm);
+  free(tmp);
+  free(vs);
+  free(map);
+  return rc;
+}
+
+typedef struct {
+  int n;                                    /* candidates timed */
+  double world_cold, world_warm, ansor; /* candidates per second */
+} speed_result;
+
+/* Scoring speed on the same candidates: what the search scores, sampled candidates of the held-out
+ * workloads (up to 8 workloads x 500); world from cold caches (z_0 and every action computed within
+ * the timed call) and warm (as in the search after its first generation). Each timing 3 times,
+ * alternating, and the medians: the machine is shared and noisy. */
+static int scoring_speed(cwm_world *w, cwm_costmodel *am, part_data *va, uint64_t seed, speed_result *sr,
+                         cwm_err *err) {
+  int nw = va->ng < 8 ? va->ng : 8, ns = 0, rc = 0;
+  cwm_state **ss = NULL;
+  cwm_space_opts so;
+  cwm_space_opts_default(&so);
+  memset(sr, 0, sizeof *sr);
+  for (int g = 0; g < nw; g++) {
+    cwm_traj *tj = NULL;
+    int nt = 0;
+    cwm_err e2 = {0};
+    if (cwm_traj_sample(va->gdag[g], &so, seed + (uint64_t)g, 500, &tj, &nt, &e2)) continue;
+    ss = cwm_xrealloc(ss, sizeof *ss * (size_t)(ns + nt + 1));
+    for (int k = 0; k < nt; k++)
+      if (cwm_state_replay(va->gdag[g], tj[k].steps, tj[k].nsteps, &ss[ns], NULL, &e2) == 0) ns++;
+    cwm_trajs_free(tj, nt);
+  }
+  sr->n = ns;
+  if (ns > 0) {
+    double *sp = cwm_xmalloc(sizeof(double) * (size_t)ns);
+    double tw[3], tww[3], ta[3], t0;
+    for (int rep = 0; rep < 3 && !rc; rep++) {
+      wm_map_clear(&w->act_cache);
+      wm_map_clear(&w->z0_cache);
+      wm_map_clear(&w->zs_cache);
+      t0 = cwm_now();
+      rc = wm_score_states(w, ss, ns, sp, err);
+      tw[rep] = cwm_now() - t0;
+      t0 = cwm_now();
+      if (!rc) rc = wm_score_states(w, ss, ns, sp, err);
+      tww[rep] = cwm_now() - t0;
+      t0 = cwm_now();
+      if (!rc) rc = cwm_costmodel_predict(am, ss, ns, sp, err);
+      ta[rep] = cwm_now() - t0;
+    }
+    if (!rc) {
+      double mw = median3(tw), mww = median3(tww), ma = median3(ta);
+      sr->world_cold = ns / (mw > 1e-9 ? mw : 1e-9);
+      sr->world_warm = ns / (mww > 1e-9 ? mww : 1e-9);
+      sr->ansor = ns / (ma > 1e-9 ? ma : 1e-9);
+    }
+    free(sp);
+  }
+  for (int k = 0; k < ns; k++) cwm_state_free(ss[k]);
+  free(ss);
+  return rc;
+}
+
+/* embedding cosine similarity of noise pairs (shape +-1, the 1024/1023 case) against random pairs */
+static int noise_similarity(cwm_world *w, part_data *va, uint64_t seed, cwm_buf *out, cwm_err *err) {
+  cwm_rng r;
+  cwm_rng_seed(&r, seed ^ 0xc05e11eULL);
+  int D = w->D, npair = 0, nrand = 0, rc;
+  double csum = 0, rsum = 0;
+  int lim = va->nrows < 200 ? va->nrows : 200;
+  char **ta = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *ta), **tb = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *tb);
+  const cwm_dag **dd = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *dd);
+  for (int i = 0, g = 0, off = 0; i < lim; i++) {
+    int row = (int)((long)i * va->nrows / lim);
+    while (g < va->ng && row >= off + va->gsize[g]) off += va->gsize[g++];
+    const cwm_traj *t = &va->t[va->idx[row]];
+    cwm_err e = {0};
+    if (cwm_noise_pair(va->gdag[g], t->steps, t->nsteps, 0, &r, &ta[npair], &tb[npair], &e) == 0) dd[npair++] = va->gdag[g];
+  }
+  float *za = cwm_xmalloc(sizeof(float) * (size_t)(npair ? npair : 1) * D);
+  float *zb = cwm_xmalloc(sizeof(float) * (size_t)(npair ? npair : 1) * D);
+  rc = cwm_world_encode(w, (const char *const *)ta, npair, za, err);
+  if (!rc) rc = cwm_world_encode(w, (const char *const *)tb, npair, zb, err);
+  for (int i = 0; i < npair && !rc; i++) {
+    csum += cosine(za + (size_t)i * D, zb + (size_t)i * D, D);
+    int j = (i + npair / 2 + 1) % npair;
+    if (j != i && dd[j] != dd[i]) {
+      rsum += cosine(za + (size_t)i * D, za + (size_t)j * D, D);
+      nrand++;
+    }
+  }
+  if (!rc)
+    cwm_buf_printf(out,
+                   "Embedding cosine similarity: shape +-1 noise pairs (the 1024/1023 case) %.4f over %d pairs; "
+                   "random pairs of different workloads %.4f over %d pairs.\n",
+                   npair ? csum / npair : 0.0, npair, nrand ? rsum / nrand : 0.0, nrand);
+  for (int i = 0; i < npair; i++) {
+    free(ta[i]);
+    free(tb[i]);
+  }
+  free(ta);
+  free(tb);
+  free(dd);
+  free(za);
+  free(zb);
+  return rc;
+}
+
+enum { S_WORLD, S_VALUE, S_NOT, S_STATIC, S_ABL, S_ANSOR, S_RAND, S_N };
+
+static void write_table(cwm_buf *out, const cwm_eval_opts *o, part_data *tr, part_data *va, double *const sc[S_N],
+                        int have_abl, const speed_result *sr) {
+  cwm_buf_printf(out,
+                 "Held-out workloads: %d (%d measured records); training workloads: %d (%d records); split by "
+                 "workload key, valid fraction %.2f.\n\n",
+                 va->ng, va->nrows, tr->ng, tr->nrows, o->valid_fraction);
+  cwm_buf_printf(out, "| model | top-1 | top-5 | NDCG@10 | Kendall tau | TenSet top-1 (pooled) |\n|---|---|---|---|---|---|\n");
+  add_row(out, "world", va->cost, sc[S_WORLD], va);
+  add_row(out, "world, value head alone (no trees)", va->cost, sc[S_VALUE], va);
+  add_row(out, "world, no transition (z_0 + action features)", va->cost, sc[S_NOT], va);
+  add_row(out, "world, static final state (E(s_T))", va->cost, sc[S_STATIC], va);
+  if (have_abl) add_row(out, "world, no contrastive pre-training", va->cost, sc[S_ABL], va);
+  add_row(out, "ansor (same training records)", va->cost, sc[S_ANSOR], va);
+  add_row(out, "random", va->cost, sc[S_RAND], va);
+  double a = sr->ansor;
+  cwm_buf_printf(out,
+                 "\nScoring speed on %d sampled candidates of the held-out workloads (8 workloads x 500; medians of 3 "
+                 "timings): world "
+                 "%.0f candidates/s with cold caches (z_0 encodings and action embeddings computed in the timed "
+                 "call), %.0f with them warm (as in the search after its first generation); ansor %.0f "
+                 "candidates/s: %.1fx cold, %.1fx warm.\n",
+                 sr->n, sr->world_cold, sr->world_warm, a, a > 0 ? sr->world_cold / a : 0.0,
+                 a > 0 ? sr->world_warm / a : 0.0);
+}
+
 int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, cwm_err *err) {
   if (!w->ranker || cwm_ranker_rounds(w->ranker) == 0)
     return cwm_fail(err, CWM_EMODEL, "eval ranking: the model has no trained ranker");
@@ -274,186 +443,40 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
   if (va.ng < 1 || tr.ng < 1) {
     rc = cwm_fail(err, CWM_EIO, "%s: need measured records of training and held-out workloads (have %d and %d)",
                   o->records, tr.ng, va.ng);
-    goto done;
+    part_free(&tr);
+    part_free(&va);
+    return rc;
   }
-  int nf = cwm_world_nfeat(w), N = va.nrows;
-  double *s_world = cwm_xmalloc(sizeof(double) * (size_t)N), *s_not = cwm_xmalloc(sizeof(double) * (size_t)N);
-  double *s_static = cwm_xmalloc(sizeof(double) * (size_t)N), *s_abl = cwm_xmalloc(sizeof(double) * (size_t)N);
-  double *s_ansor = cwm_xmalloc(sizeof(double) * (size_t)N), *s_rand = cwm_xmalloc(sizeof(double) * (size_t)N);
+  int nf = cwm_world_nfeat(w), N = va.nrows, have_abl = 0;
+  double *sc[S_N];
+  for (int k = 0; k < S_N; k++) sc[k] = cwm_xmalloc(sizeof(double) * (size_t)N);
   float *rows = cwm_xmalloc(sizeof(float) * (size_t)N * nf);
-  int have_abl = 0;
   /* world: the model's own ranker on rolled-out states */
   rc = part_rows(w, &va, 0, rows, err);
-  if (!rc) rc = cwm_ranker_predict(w->ranker, rows, N, nf, s_world, err);
+  if (!rc) rc = cwm_ranker_predict(w->ranker, rows, N, nf, sc[S_WORLD], err);
   /* the value head alone (column D of the rows): the rollout's own score, no trees */
-  double *s_value = cwm_xmalloc(sizeof(double) * (size_t)N);
-  for (int i = 0; i < N; i++) s_value[i] = isnan(rows[(size_t)i * nf + w->D]) ? CWM_SCORE_INVALID : rows[(size_t)i * nf + w->D];
-  say(o, "world scored");
-  int rounds = 300;
-  if (!rc) rc = ranker_scores(w, &tr, &va, 1, o->seed, rounds, s_not, err);
-  say(o, "ablation no-transition scored");
-  if (!rc) rc = ranker_scores(w, &tr, &va, 2, o->seed, rounds, s_static, err);
-  say(o, "ablation static-final-state scored");
-  if (!rc && o->ablation_model) {
-    cwm_world *wa = cwm_world_load(o->ablation_model, err);
-    if (!wa) rc = err ? err->code : CWM_EMODEL;
-    float *ra = rc ? NULL : cwm_xmalloc(sizeof(float) * (size_t)N * cwm_world_nfeat(wa));
-    if (!rc && !wa->ranker) rc = cwm_fail(err, CWM_EMODEL, "%s: no ranker", o->ablation_model);
-    if (!rc) rc = part_rows(wa, &va, 0, ra, err);
-    if (!rc) rc = cwm_ranker_predict(wa->ranker, ra, N, cwm_world_nfeat(wa), s_abl, err);
-    free(ra);
-    cwm_world_free(wa);
-    have_abl = !rc;
+  for (int i = 0; i < N; i++) {
+    float v = rows[(size_t)i * nf + w->D];
+    sc[S_VALUE][i] = isnan(v) ? CWM_SCORE_INVALID : v;
   }
+  say(o, "world scored");
+  if (!rc) rc = ranker_scores(w, &tr, &va, 1, o->seed, 300, sc[S_NOT], err);
+  say(o, "ablation no-transition scored");
+  if (!rc) rc = ranker_scores(w, &tr, &va, 2, o->seed, 300, sc[S_STATIC], err);
+  say(o, "ablation static-final-state scored");
+  if (!rc && o->ablation_model) have_abl = !(rc = ablation_scores(o->ablation_model, &va, sc[S_ABL], err));
   /* ansor trained on the training part of the same records */
   cwm_costmodel *am = rc ? NULL : ansor_on_part(&tr, o->seed, o->progress, o->progress_ud, err);
   if (!rc && !am) rc = err ? err->code : CWM_EDEP;
-  double ansor_rate = 0, world_rate = 0, world_warm = 0;
-  int nspeed = 0;
-  if (!rc) {
-    /* held-out states (a failed replay gets the lowest score) */
-    cwm_state **vs = cwm_xmalloc(sizeof(*vs) * (size_t)N);
-    int *map = cwm_xmalloc(sizeof(int) * (size_t)N), m = 0;
-    for (int i = 0; i < N; i++) {
-      s_ansor[i] = s_rand[i] = CWM_SCORE_INVALID;
-      if (va.st[i]) {
-        vs[m] = va.st[i];
-        map[m++] = i;
-      }
-    }
-    double *tmp = cwm_xmalloc(sizeof(double) * (size_t)(m ? m : 1));
-    rc = cwm_costmodel_predict(am, vs, m, tmp, err);
-    double t0;
-    for (int i = 0; i < m && !rc; i++) s_ansor[map[i]] = tmp[i];
-    cwm_costmodel *rm = cwm_costmodel_random(o->seed);
-    if (!rc) rc = cwm_costmodel_predict(rm, vs, m, tmp, err);
-    for (int i = 0; i < m && !rc; i++) s_rand[map[i]] = tmp[i];
-    cwm_costmodel_free(rm);
-    /* scoring speed on the same candidates: what the search scores, sampled candidates of the
-     * held-out workloads (up to 8 workloads x 500); world from cold caches (z_0 and every action
-     * computed within the timed call) */
-    int nw = va.ng < 8 ? va.ng : 8, ns = 0;
-    cwm_state **ss = NULL;
-    cwm_space_opts so;
-    cwm_space_opts_default(&so);
-    for (int g = 0; g < nw && !rc; g++) {
-      cwm_traj *tj = NULL;
-      int nt = 0;
-      cwm_err e2 = {0};
-      if (cwm_traj_sample(va.gdag[g], &so, o->seed + (uint64_t)g, 500, &tj, &nt, &e2)) continue;
-      ss = cwm_xrealloc(ss, sizeof *ss * (size_t)(ns + nt + 1));
-      for (int k = 0; k < nt; k++)
-        if (cwm_state_replay(va.gdag[g], tj[k].steps, tj[k].nsteps, &ss[ns], NULL, &e2) == 0) ns++;
-      cwm_trajs_free(tj, nt);
-    }
-    nspeed = ns;
-    if (!rc && ns > 0) {
-      double *sp = cwm_xmalloc(sizeof(double) * (size_t)ns);
-      /* each timing 3 times, alternating, and the medians: the machine is shared and noisy */
-      double tw[3], tww[3], ta[3];
-      for (int rep = 0; rep < 3 && !rc; rep++) {
-        wm_map_clear(&w->act_cache);
-        wm_map_clear(&w->z0_cache);
-        wm_map_clear(&w->zs_cache);
-        t0 = cwm_now();
-        rc = wm_score_states(w, ss, ns, sp, err);
-        tw[rep] = cwm_now() - t0;
-        /* warm: z_0 and the actions cached, as in the search after its first generation */
-        t0 = cwm_now();
-        if (!rc) rc = wm_score_states(w, ss, ns, sp, err);
-        tww[rep] = cwm_now() - t0;
-        t0 = cwm_now();
-        if (!rc) rc = cwm_costmodel_predict(am, ss, ns, sp, err);
-        ta[rep] = cwm_now() - t0;
-      }
-      double mw = median3(tw), mww = median3(tww), ma = median3(ta);
-      world_rate = ns / (mw > 1e-9 ? mw : 1e-9);
-      world_warm = ns / (mww > 1e-9 ? mww : 1e-9);
-      ansor_rate = ns / (ma > 1e-9 ? ma : 1e-9);
-      free(sp);
-    }
-    for (int k = 0; k < ns; k++) cwm_state_free(ss[k]);
-    free(ss);
-    free(tmp);
-    free(vs);
-    free(map);
-  }
+  speed_result sr = {0};
+  if (!rc) rc = baseline_scores(am, &va, o->seed, sc[S_ANSOR], sc[S_RAND], err);
+  if (!rc) rc = scoring_speed(w, am, &va, o->seed, &sr, err);
   cwm_costmodel_free(am);
-  if (!rc && o->dump_rows) rc = dump_rows(w, &tr, &va, s_ansor, o->dump_rows, err);
-  if (!rc) {
-    cwm_buf_printf(out,
-                   "Held-out workloads: %d (%d measured records); training workloads: %d (%d records); split by "
-                   "workload key, valid fraction %.2f.\n\n",
-                   va.ng, va.nrows, tr.ng, tr.nrows, o->valid_fraction);
-    cwm_buf_printf(out, "| model | top-1 | top-5 | NDCG@10 | Kendall tau | TenSet top-1 (pooled) |\n|---|---|---|---|---|---|\n");
-    add_row(out, "world", va.cost, s_world, &va);
-    add_row(out, "world, value head alone (no trees)", va.cost, s_value, &va);
-    add_row(out, "world, no transition (z_0 + action features)", va.cost, s_not, &va);
-    add_row(out, "world, static final state (E(s_T))", va.cost, s_static, &va);
-    if (have_abl) add_row(out, "world, no contrastive pre-training", va.cost, s_abl, &va);
-    add_row(out, "ansor (same training records)", va.cost, s_ansor, &va);
-    add_row(out, "random", va.cost, s_rand, &va);
-    cwm_buf_printf(out,
-                   "\nScoring speed on %d sampled candidates of the held-out workloads (8 workloads x 500; medians of 3 "
-                   "timings): world "
-                   "%.0f candidates/s with cold caches (z_0 encodings and action embeddings computed in the timed "
-                   "call), %.0f with them warm (as in the search after its first generation); ansor %.0f "
-                   "candidates/s: %.1fx cold, %.1fx warm.\n",
-                   nspeed, world_rate, world_warm, ansor_rate, ansor_rate > 0 ? world_rate / ansor_rate : 0.0,
-                   ansor_rate > 0 ? world_warm / ansor_rate : 0.0);
-  }
-  /* noise pairs (shape +-1, the 1024/1023 case) against random pairs */
-  if (!rc) {
-    cwm_rng r;
-    cwm_rng_seed(&r, o->seed ^ 0xc05e11eULL);
-    int D = w->D, npair = 0, nrand = 0;
-    double csum = 0, rsum = 0;
-    int lim = va.nrows < 200 ? va.nrows : 200;
-    char **ta = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *ta), **tb = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *tb);
-    const cwm_dag **dd = cwm_xcalloc((size_t)(lim ? lim : 1), sizeof *dd);
-    for (int i = 0, g = 0, off = 0; i < lim; i++) {
-      int row = (int)((long)i * va.nrows / lim);
-      while (g < va.ng && row >= off + va.gsize[g]) off += va.gsize[g++];
-      const cwm_traj *t = &va.t[va.idx[row]];
-      cwm_err e = {0};
-      if (cwm_noise_pair(va.gdag[g], t->steps, t->nsteps, 0, &r, &ta[npair], &tb[npair], &e) == 0) dd[npair++] = va.gdag[g];
-    }
-    float *za = cwm_xmalloc(sizeof(float) * (size_t)(npair ? npair : 1) * D);
-    float *zb = cwm_xmalloc(sizeof(float) * (size_t)(npair ? npair : 1) * D);
-    rc = cwm_world_encode(w, (const char *const *)ta, npair, za, err);
-    if (!rc) rc = cwm_world_encode(w, (const char *const *)tb, npair, zb, err);
-    for (int i = 0; i < npair && !rc; i++) {
-      csum += cosine(za + (size_t)i * D, zb + (size_t)i * D, D);
-      int j = (i + npair / 2 + 1) % npair;
-      if (j != i && dd[j] != dd[i]) {
-        rsum += cosine(za + (size_t)i * D, za + (size_t)j * D, D);
-        nrand++;
-      }
-    }
-    if (!rc)
-      cwm_buf_printf(out,
-                     "Embedding cosine similarity: shape +-1 noise pairs (the 1024/1023 case) %.4f over %d pairs; "
-                     "random pairs of different workloads %.4f over %d pairs.\n",
-                     npair ? csum / npair : 0.0, npair, nrand ? rsum / nrand : 0.0, nrand);
-    for (int i = 0; i < npair; i++) {
-      free(ta[i]);
-      free(tb[i]);
-    }
-    free(ta);
-    free(tb);
-    free(dd);
-    free(za);
-    free(zb);
-  }
-  free(s_world);
-  free(s_value);
-  free(s_not);
-  free(s_static);
-  free(s_abl);
-  free(s_ansor);
-  free(s_rand);
+  if (!rc && o->dump_rows) rc = dump_rows(w, &tr, &va, sc[S_ANSOR], o->dump_rows, err);
+  if (!rc) write_table(out, o, &tr, &va, sc, have_abl, &sr);
+  if (!rc) rc = noise_similarity(w, &va, o->seed, out, err);
+  for (int k = 0; k < S_N; k++) free(sc[k]);
   free(rows);
-done:
   part_free(&tr);
   part_free(&va);
   return rc;
