@@ -127,6 +127,12 @@ int cwm_sample_steps(const cwm_dag *d, cwm_rng *r, int nsteps, cwm_state **out, 
 /* Name of a node as Ansor prints it ("i.0", "i.1@j.0"), into buf. */
 const char *cwm_node_name(const cwm_state *s, int stage, int node, char *buf, size_t n);
 const char *cwm_stage_name(const cwm_state *s, int stage);
+/* Recomputes the loop extents of a stage from its domain and split factors, inner parts first by
+ * ceil-division. tight (for a domain bound inference shrank, as TVM does): a split part is at most
+ * what is left of its parent after the parts inside it (min(factor, rest)), so a tile's outer parts
+ * do not loop over slots a guard would reject; values are unchanged, a part is tightened only when
+ * every part outside it has extent 1. */
+void cwm_stage_extents(cwm_stage *st, int tight);
 /* The original axis a loop node of a stage comes from (following splits to their source; a fuse
  * node has none): its index in the stage's op, or -1. */
 int cwm_node_root(const cwm_stage *st, int node);

@@ -4,6 +4,7 @@
 #define CWM_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdarg.h>
 
@@ -55,6 +56,9 @@ void cwm_buf_indent(cwm_buf *b, int depth);
 char *cwm_buf_take(cwm_buf *b);
 
 /* 64-bit FNV-1a; hex form is 16 lowercase digits plus NUL. */
+/* The 1-based column at which JSON text nests deeper than max arrays/objects (strings skipped),
+ * or 0: checked before a recursive parser sees the text. */
+long cwm_json_too_deep(const char *text, int max);
 uint64_t cwm_hash64(const void *data, size_t n);
 void cwm_hash_hex(uint64_t h, char out[17]);
 
@@ -101,6 +105,9 @@ void *cwm_xcalloc(size_t n, size_t m);
 void *cwm_xrealloc(void *p, size_t n);
 char *cwm_xstrdup(const char *s);
 
+/* Opens a file for reading (close on exec); an empty path, a file that cannot be opened and a
+ * directory are errors that name `what` (empty) or the path. */
+FILE *cwm_open_read(const char *path, const char *what, cwm_err *err);
 /* Reads a whole file; returns NULL and fills err on failure. */
 char *cwm_read_file(const char *path, size_t *len, cwm_err *err);
 /* Writes to path.tmp.<pid> then renames, so a crash never leaves a half-written file. */

@@ -229,6 +229,18 @@ const char *lower_fn_c(ctx_t *c, int fn) {
   return (c->ref ? f64 : f32)[fn];
 }
 
+/* "pre a)" for a unary operator (mid NULL), "pre a mid b)" for a binary one */
+static void emit_op(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int depth, const char *pre,
+                    const char *mid) {
+  cwm_buf_puts(o, pre);
+  lower_emit_expr(c, e->args[0], env, o, depth + 1);
+  if (mid) {
+    cwm_buf_puts(o, mid);
+    lower_emit_expr(c, e->args[1], env, o, depth + 1);
+  }
+  cwm_buf_puts(o, ")");
+}
+
 void lower_emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int depth) {
   if (depth > 200) { cwm_buf_puts(o, "0"); return; }
   switch (e->kind) {
@@ -238,18 +250,12 @@ void lower_emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int de
     break;
   case CWM_X_VAR: cwm_buf_puts(o, env[e->var]); break;
   case CWM_X_READ: lower_emit_read(c, e, env, o, depth); break;
-  case CWM_X_BIN:
-    cwm_buf_puts(o, "(");
-    lower_emit_expr(c, e->args[0], env, o, depth + 1);
-    cwm_buf_printf(o, " %c ", e->op);
-    lower_emit_expr(c, e->args[1], env, o, depth + 1);
-    cwm_buf_puts(o, ")");
+  case CWM_X_BIN: {
+    char op[4] = {' ', (char)e->op, ' ', 0};
+    emit_op(c, e, env, o, depth, "(", op);
     break;
-  case CWM_X_NEG:
-    cwm_buf_puts(o, "(-");
-    lower_emit_expr(c, e->args[0], env, o, depth + 1);
-    cwm_buf_puts(o, ")");
-    break;
+  }
+  case CWM_X_NEG: emit_op(c, e, env, o, depth, "(-", NULL); break;
   case CWM_X_CALL: {
     const char *half = c->ref ? "0.5" : "0.5f", *one = c->ref ? "1.0" : "1.0f";
     if (c->text) {
@@ -304,17 +310,7 @@ void lower_emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int de
     break;
   }
   case CWM_X_AND:
-  case CWM_X_OR:
-    cwm_buf_puts(o, "(");
-    lower_emit_expr(c, e->args[0], env, o, depth + 1);
-    cwm_buf_puts(o, e->kind == CWM_X_AND ? " && " : " || ");
-    lower_emit_expr(c, e->args[1], env, o, depth + 1);
-    cwm_buf_puts(o, ")");
-    break;
-  case CWM_X_NOT:
-    cwm_buf_puts(o, "(!");
-    lower_emit_expr(c, e->args[0], env, o, depth + 1);
-    cwm_buf_puts(o, ")");
-    break;
+  case CWM_X_OR: emit_op(c, e, env, o, depth, "(", e->kind == CWM_X_AND ? " && " : " || "); break;
+  case CWM_X_NOT: emit_op(c, e, env, o, depth, "(!", NULL); break;
   }
 }

@@ -32,31 +32,6 @@ static void collect_reads(ctx_t *c, const cwm_expr *e, const lin_t *env, int tid
   for (int i = 0; i < e->nargs; i++) collect_reads(c, e->args[i], env, tid, out, depth);
 }
 
-/* stage_recompute for a stage whose domain bound inference shrank, with TVM's tightening: a split
- * part is at most what is left of its parent after the parts inside it (min(factor, rest)), so a
- * tile's outer parts do not loop over slots a guard would reject. Values are unchanged: a part is
- * tightened only when every part outside it has extent 1. */
-static void recompute_tight(cwm_stage *st) {
-  for (int i = 0; i < st->nnodes; i++) {
-    cwm_node *n = &st->nodes[i];
-    if (n->root >= 0) {
-      n->extent = st->domain[n->root];
-    } else if (n->is_fuse) {
-      long e = 1;
-      for (int k = 0; k < n->nsub; k++) e *= st->nodes[n->sub[k]].extent;
-      n->extent = e > (1 << 30) ? (1 << 30) : (int)e;
-    } else if (n->parent >= 0) {
-      const cwm_node *p = &st->nodes[n->parent];
-      long rest = p->extent;
-      for (int k = p->nparts - 1; k >= 0 && p->parts[k] != i; k--) {
-        long f = st->nodes[p->parts[k]].factor;
-        if (f > 0) rest = (rest + f - 1) / f;
-      }
-      if (rest < 1) rest = 1;
-      n->extent = (int)(n->factor > 0 && n->factor < rest ? n->factor : rest);
-    }
-  }
-}
 
 /* Bound inference for attached stage p: its region per output dim inside target t. */
 static void infer_region(ctx_t *c, int p) {
@@ -130,7 +105,7 @@ static void infer_region(ctx_t *c, int p) {
     }
     if (droot >= 0) L->st.domain[droot] = L->dims[d];
   }
-  recompute_tight(&L->st);
+  cwm_stage_extents(&L->st, 1);
 }
 
 static void plan_bound(ctx_t *c, int p, int g) {

@@ -27,25 +27,13 @@ long cwm_measure_compiler_runs(void) { return g_compiler_runs; }
 static unsigned long g_tmp_seq;
 
 void cwm_measure_opts_default(cwm_measure_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->threads = 1;
-  o->repeats = 5;
-  o->min_repeat_ms = 50;
-  o->budget_s = 1.0;
-  o->flush_cache = 0;
-  o->run_timeout_s = 10;
-  o->build_timeout_s = 60;
-  o->mem_limit_mb = 4096;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  o->build_jobs = ncpu > 0 ? (int)ncpu : 1;
-  o->batch = 4;
-  o->check = 1;
-  o->tol = 1e-5;
-  o->cc = "gcc";
-  o->cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared";
-  o->cache_dir = NULL; /* cwm_measure_cache_dir's fallback */
-  o->seed = 1;
-  o->verbose = 0;
+  /* cache_dir NULL: cwm_measure_cache_dir's fallback */
+  *o = (cwm_measure_opts){.threads = 1, .repeats = 5, .min_repeat_ms = 50, .budget_s = 1.0, .run_timeout_s = 10,
+                          .build_timeout_s = 60, .mem_limit_mb = 4096, .build_jobs = ncpu > 0 ? (int)ncpu : 1,
+                          .batch = 4, .check = 1, .tol = 1e-5, .cc = "gcc",
+                          .cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared",
+                          .seed = 1};
 }
 
 const char *cwm_measure_cache_dir(const cwm_measure_opts *o) {

@@ -116,21 +116,8 @@ struct cwm_log_iter {
 };
 
 cwm_log_iter *cwm_log_iter_open(const char *path, cwm_err *err) {
-  if (!path || !*path) {
-    cwm_fail(err, CWM_EIO, "log: empty path");
-    return NULL;
-  }
-  FILE *f = fopen(path, "re");
-  if (!f) {
-    cwm_fail(err, CWM_EIO, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  struct stat sb;
-  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    fclose(f);
-    cwm_fail(err, CWM_EIO, "%s: cannot read: is a directory", path);
-    return NULL;
-  }
+  FILE *f = cwm_open_read(path, "log", err);
+  if (!f) return NULL;
   cwm_log_iter *it = cwm_xcalloc(1, sizeof *it);
   it->f = f;
   it->path = cwm_xstrdup(path);

@@ -170,25 +170,8 @@ static int bad(cwm_err *err, const char *where, const char *what) {
 }
 
 static int check_depth(const char *text, cwm_err *err) {
-  int depth = 0, in_str = 0;
-  for (const char *p = text; *p; p++) {
-    if (in_str) {
-      if (*p == '\\') {
-        if (!p[1]) break;
-        p++;
-      } else if (*p == '"') {
-        in_str = 0;
-      }
-    } else if (*p == '"') {
-      in_str = 1;
-    } else if (*p == '[' || *p == '{') {
-      if (++depth > NEST_MAX)
-        return cwm_fail(err, CWM_EPARSE, "record: column %ld: nested too deep (more than %d levels)",
-                        (long)(p - text) + 1, NEST_MAX);
-    } else if (*p == ']' || *p == '}') {
-      depth--;
-    }
-  }
+  long col = cwm_json_too_deep(text, NEST_MAX);
+  if (col) return cwm_fail(err, CWM_EPARSE, "record: column %ld: nested too deep (more than %d levels)", col, NEST_MAX);
   return CWM_OK;
 }
 

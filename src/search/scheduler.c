@@ -13,14 +13,8 @@
 #define NONE 1e10 /* a best latency of nothing that ran, as the tuner reports it */
 
 void cwm_sched_opts_default(cwm_sched_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->alpha = 0.2;
-  o->beta = 2;
-  o->backward_window = 3;
-  o->eps_greedy = 0.05;
-  o->early_stopping = 0;
-  o->error_rounds = 3;
-  o->seed = 1;
+  *o = (cwm_sched_opts){.alpha = 0.2, .beta = 2, .backward_window = 3, .eps_greedy = 0.05, .early_stopping = 0,
+                        .error_rounds = 3, .seed = 1};
 }
 
 typedef struct {

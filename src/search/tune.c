@@ -16,17 +16,8 @@
 #include <string.h>
 
 void cwm_tune_opts_default(cwm_tune_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->trials = 64;
-  o->per_round = 64;
-  o->population = 2048;
-  o->generations = 4;
-  o->mutation_prob = 0.85;
-  o->eps_greedy = 0.05;
-  o->family_quota = -1;
-  o->init_min_population = 50;
-  o->confirm_rounds = 3;
-  o->seed = 1;
+  *o = (cwm_tune_opts){.trials = 64, .per_round = 64, .population = 2048, .generations = 4, .mutation_prob = 0.85,
+                        .eps_greedy = 0.05, .family_quota = -1, .init_min_population = 50, .confirm_rounds = 3, .seed = 1};
   cwm_space_opts_default(&o->space);
 }
 

@@ -50,7 +50,7 @@ void stage_reset(cwm_stage *st, const cwm_op *body) {
   for (int d = 0; d < body->ndim; d++) st->out_node[st->nout++] = d;
 }
 
-void stage_recompute(cwm_stage *st) {
+void cwm_stage_extents(cwm_stage *st, int tight) {
   for (int i = 0; i < st->nnodes; i++) {
     cwm_node *n = &st->nodes[i];
     if (n->root >= 0) {
@@ -59,6 +59,15 @@ void stage_recompute(cwm_stage *st) {
       long e = 1;
       for (int k = 0; k < n->nsub; k++) e *= st->nodes[n->sub[k]].extent;
       n->extent = e > (1 << 30) ? (1 << 30) : (int)e;
+    } else if (n->parent >= 0 && tight) {
+      const cwm_node *p = &st->nodes[n->parent];
+      long rest = p->extent;
+      for (int k = p->nparts - 1; k >= 0 && p->parts[k] != i; k--) {
+        long f = st->nodes[p->parts[k]].factor;
+        if (f > 0) rest = (rest + f - 1) / f;
+      }
+      if (rest < 1) rest = 1;
+      n->extent = (int)(n->factor > 0 && n->factor < rest ? n->factor : rest);
     } else if (n->parent >= 0) {
       const cwm_node *p = &st->nodes[n->parent];
       if (n->factor > 0) {

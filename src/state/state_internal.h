@@ -11,7 +11,6 @@ int dag_memo(const cwm_dag *d, int kind, int a, int b, int c, int e,
              cwm_op *(*make)(const cwm_dag *, const void *), const void *ctx, cwm_err *err);
 
 /* Recomputes every node extent of a stage from its domain (forward pass in creation order). */
-void stage_recompute(cwm_stage *st);
 /* Index of the stage writing tensor tid, or -1. */
 int state_stage_of_tid(const cwm_state *s, int tid);
 /* Position of node in the stage's loop order, or -1. */

@@ -192,7 +192,7 @@ static int do_split(cwm_state *s, int stage, int pos, const int *lengths, int nl
     if (s->stages[i].loc == CWM_LOC_ITER && s->stages[i].attach_stage == stage &&
         s->stages[i].attach_node == old)
       s->stages[i].attach_node = parts[nlen];
-  stage_recompute(sg);
+  cwm_stage_extents(sg, 0);
   return 0;
 }
 
@@ -426,7 +426,7 @@ static int step_fu(cwm_state *s, const cwm_step *st, cwm_err *err) {
     if (s->stages[i].loc == CWM_LOC_ITER && s->stages[i].attach_stage == st->stage &&
         s->stages[i].attach_node == last)
       s->stages[i].attach_node = id;
-  stage_recompute(sg);
+  cwm_stage_extents(sg, 0);
   return 0;
 }
 

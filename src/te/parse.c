@@ -229,6 +229,33 @@ static int enter(parser *p) {
 }
 
 /* Joins two operands; checks the height so that no later recursive walk can overflow. */
+/* at a number: an integer constant of an index expression or a float of a value expression */
+static cwm_expr *p_number(parser *p, int is_int) {
+  tok t = p->cur;
+  char d[256];
+  if (t.overflow) {
+    te_perr(p, &t, "number '%s' is too large", te_tok_text(&t, d, sizeof d));
+    return NULL;
+  }
+  advance(p);
+  cwm_expr *e = node(CWM_X_CONST, is_int, 0);
+  e->value = is_int ? (double)t.ival : t.fval;
+  return e;
+}
+
+/* at '(': "( inner )" */
+static cwm_expr *p_paren(parser *p, int *h, cwm_expr *(*inner)(parser *, int *)) {
+  if (!enter(p)) return NULL;
+  advance(p);
+  cwm_expr *e = inner(p, h);
+  p->depth--;
+  if (e && !te_expect_punct(p, ')', "')'")) {
+    cwm_expr_free(e);
+    return NULL;
+  }
+  return e;
+}
+
 static cwm_expr *join2(parser *p, const tok *at, cwm_xkind kind, int op, int is_int, cwm_expr *l,
                        int hl, cwm_expr *r, int hr, int *h) {
   int hh = 1 + (hl > hr ? hl : hr);
@@ -255,31 +282,12 @@ static cwm_expr *pi_primary(parser *p, int *h) {
   tok t = p->cur;
   char d[256];
   *h = 1;
-  if (t.kind == T_INT) {
-    if (t.overflow) {
-      te_perr(p, &t, "number '%s' is too large", te_tok_text(&t, d, sizeof d));
-      return NULL;
-    }
-    advance(p);
-    cwm_expr *e = node(CWM_X_CONST, 1, 0);
-    e->value = (double)t.ival;
-    return e;
-  }
+  if (t.kind == T_INT) return p_number(p, 1);
   if (t.kind == T_FLOAT) {
     te_perr(p, &t, "expected an integer index expression, found %s", te_tok_desc(&t, d, sizeof d));
     return NULL;
   }
-  if (is_punct(&t, '(')) {
-    if (!enter(p)) return NULL;
-    advance(p);
-    cwm_expr *e = pi_add(p, h);
-    p->depth--;
-    if (e && !te_expect_punct(p, ')', "')'")) {
-      cwm_expr_free(e);
-      return NULL;
-    }
-    return e;
-  }
+  if (is_punct(&t, '(')) return p_paren(p, h, pi_add);
   if (t.kind == T_IDENT) {
     char name[CWM_MAX_NAME];
     tok_name(&t, name);
@@ -338,17 +346,7 @@ static int cmp_op(const tok *t) {
 }
 
 static cwm_expr *pc_atom(parser *p, int *h) {
-  if (is_punct(&p->cur, '(') && paren_is_cond(p)) {
-    if (!enter(p)) return NULL;
-    advance(p);
-    cwm_expr *e = pc_or(p, h);
-    p->depth--;
-    if (e && !te_expect_punct(p, ')', "')'")) {
-      cwm_expr_free(e);
-      return NULL;
-    }
-    return e;
-  }
+  if (is_punct(&p->cur, '(') && paren_is_cond(p)) return p_paren(p, h, pc_or);
   int hl, hr;
   cwm_expr *l = pi_add(p, &hl);
   if (!l) return NULL;
@@ -387,37 +385,26 @@ static cwm_expr *pc_not(parser *p, int *h) {
   return e;
 }
 
-static cwm_expr *pc_and(parser *p, int *h) {
-  cwm_expr *l = pc_not(p, h);
-  while (l && is_punct(&p->cur, '&')) {
+/* a left-associative chain "a OP b OP c" of one boolean operator over the level below */
+static cwm_expr *pc_chain(parser *p, int *h, char punct, cwm_xkind kind, cwm_expr *(*sub)(parser *, int *)) {
+  cwm_expr *l = sub(p, h);
+  while (l && is_punct(&p->cur, punct)) {
     tok t = p->cur;
     advance(p);
     int hr;
-    cwm_expr *r = pc_not(p, &hr);
+    cwm_expr *r = sub(p, &hr);
     if (!r) {
       cwm_expr_free(l);
       return NULL;
     }
-    l = join2(p, &t, CWM_X_AND, 0, 1, l, *h, r, hr, h);
+    l = join2(p, &t, kind, 0, 1, l, *h, r, hr, h);
   }
   return l;
 }
 
-static cwm_expr *pc_or(parser *p, int *h) {
-  cwm_expr *l = pc_and(p, h);
-  while (l && is_punct(&p->cur, '|')) {
-    tok t = p->cur;
-    advance(p);
-    int hr;
-    cwm_expr *r = pc_and(p, &hr);
-    if (!r) {
-      cwm_expr_free(l);
-      return NULL;
-    }
-    l = join2(p, &t, CWM_X_OR, 0, 1, l, *h, r, hr, h);
-  }
-  return l;
-}
+static cwm_expr *pc_and(parser *p, int *h) { return pc_chain(p, h, '&', CWM_X_AND, pc_not); }
+
+static cwm_expr *pc_or(parser *p, int *h) { return pc_chain(p, h, '|', CWM_X_OR, pc_and); }
 
 /* ---------------------------------------------------------------- value expressions */
 
@@ -521,27 +508,8 @@ static cwm_expr *pv_primary(parser *p, int *h) {
   tok t = p->cur;
   char d[256];
   *h = 1;
-  if (t.kind == T_INT || t.kind == T_FLOAT) {
-    if (t.overflow) {
-      te_perr(p, &t, "number '%s' is too large", te_tok_text(&t, d, sizeof d));
-      return NULL;
-    }
-    advance(p);
-    cwm_expr *e = node(CWM_X_CONST, 0, 0);
-    e->value = t.fval;
-    return e;
-  }
-  if (is_punct(&t, '(')) {
-    if (!enter(p)) return NULL;
-    advance(p);
-    cwm_expr *e = te_parse_value(p, h);
-    p->depth--;
-    if (e && !te_expect_punct(p, ')', "')'")) {
-      cwm_expr_free(e);
-      return NULL;
-    }
-    return e;
-  }
+  if (t.kind == T_INT || t.kind == T_FLOAT) return p_number(p, 0);
+  if (is_punct(&t, '(')) return p_paren(p, h, te_parse_value);
   if (t.kind != T_IDENT) {
     te_expected(p, "a value expression");
     return NULL;

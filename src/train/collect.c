@@ -14,11 +14,7 @@
 #include <unistd.h>
 
 void cwm_collect_opts_default(cwm_collect_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->per_workload = 64;
-  o->seed = 1;
-  o->population = 512;
-  o->generations = 2;
+  *o = (cwm_collect_opts){.per_workload = 64, .seed = 1, .population = 512, .generations = 2};
   cwm_measure_opts_default(&o->measure);
   o->measure.threads = 1;
   o->measure.run_timeout_s = 3; /* time-outs dominated collection at 10 s (11% of candidates) */

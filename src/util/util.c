@@ -134,12 +134,28 @@ double cwm_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
-  FILE *f = fopen(path, "rb");
+FILE *cwm_open_read(const char *path, const char *what, cwm_err *err) {
+  if (!path || !*path) {
+    cwm_fail(err, CWM_EIO, "%s: empty path", what);
+    return NULL;
+  }
+  FILE *f = fopen(path, "re");
   if (!f) {
     cwm_fail(err, CWM_EIO, "%s: cannot open: %s", path, strerror(errno));
     return NULL;
   }
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    cwm_fail(err, CWM_EIO, "%s: cannot read: is a directory", path);
+    return NULL;
+  }
+  return f;
+}
+
+char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
+  FILE *f = cwm_open_read(path, "file", err);
+  if (!f) return NULL;
   cwm_buf b;
   cwm_buf_init(&b);
   char tmp[65536];
@@ -247,4 +263,25 @@ int cwm_divisors(int n, int maxval, int *out, int maxout) {
     }
   while (nhi > 0 && lo < maxout) out[lo++] = hi[--nhi];
   return lo;
+}
+
+long cwm_json_too_deep(const char *text, int max) {
+  int depth = 0, in_str = 0;
+  for (const char *p = text; *p; p++) {
+    if (in_str) {
+      if (*p == '\\') {
+        if (!p[1]) break;
+        p++;
+      } else if (*p == '"') {
+        in_str = 0;
+      }
+    } else if (*p == '"') {
+      in_str = 1;
+    } else if (*p == '[' || *p == '{') {
+      if (++depth > max) return (long)(p - text) + 1;
+    } else if (*p == ']' || *p == '}') {
+      depth--;
+    }
+  }
+  return 0;
 }

@@ -45,12 +45,7 @@ static int set_margin(const cwm_ranker *r, cwm_xgb_dmatrix d, const float *X, in
 }
 
 void cwm_ranker_params_default(cwm_ranker_params *p) {
-  p->max_depth = 6;
-  p->eta = 0.1;
-  p->min_child_weight = 0.01;
-  p->rounds = 200;
-  p->seed = 0;
-  p->nthread = 0;
+  *p = (cwm_ranker_params){.max_depth = 6, .eta = 0.1, .min_child_weight = 0.01, .rounds = 200};
 }
 
 static int check_params(const cwm_ranker_params *p, cwm_err *err) {
