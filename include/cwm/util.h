@@ -56,6 +56,15 @@ void cwm_buf_indent(cwm_buf *b, int depth);
 char *cwm_buf_take(cwm_buf *b);
 
 /* 64-bit FNV-1a; hex form is 16 lowercase digits plus NUL. */
+/* A set of 64-bit hashes (open addressing, linear probing; a zero-initialised one is empty; the
+ * hash 0 is stored as 1). Release with free(set.h). */
+typedef struct {
+  uint64_t *h;
+  size_t n, cap;
+} cwm_hset;
+int cwm_hset_has(const cwm_hset *s, uint64_t h);
+void cwm_hset_add(cwm_hset *s, uint64_t h);
+
 /* The 1-based column at which JSON text nests deeper than max arrays/objects (strings skipped),
  * or 0: checked before a recursive parser sees the text. */
 long cwm_json_too_deep(const char *text, int max);

@@ -25,8 +25,17 @@ int cli_fail(const cwm_err *e);
 int cli_usage(const char *cmd, const char *help, const char *fmt, ...);
 /* Loads --workload (and --suite); prints the error and returns NULL on failure. */
 cwm_workload *cli_workload(const char *spec, const char *suite, int *rc);
-/* Reads step lists, one JSON list per non-empty line; errors name the line. */
-int cli_read_steps(const char *path, cwm_step ***lists, int **lens, int *n, cwm_err *err);
+/* The workload of --workload (and --suite) and its DAG; prints the error, sets *rc and returns NULL
+ * on failure. */
+cwm_dag *cli_dag(const cli_opt *o, int nopt, cwm_workload **w, int *rc);
+/* Step lists read from a file, one JSON list per line (blank lines and # comments skipped). */
+typedef struct {
+  cwm_step **lists;
+  int *lens, n;
+} cli_lists;
+/* Reads step lists; errors name the file and line. */
+int cli_read_steps(const char *path, cli_lists *l, cwm_err *err);
+void cli_lists_free(cli_lists *l);
 
 int cmd_show(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

@@ -83,13 +83,14 @@ int cmd_replay(int argc, char **argv) {
   const char *path = cli_get(o, NOPT(o), "--steps");
   if (!path) return cli_usage("replay", REPLAY_HELP, "--steps is required");
   long only = cli_get_long(o, NOPT(o), "--line", 0);
-  cwm_workload *w = cli_workload(cli_get(o, NOPT(o), "--workload"), cli_get(o, NOPT(o), "--suite"), &rc);
-  if (!w) return rc;
+  cwm_workload *w;
+  cwm_dag *d = cli_dag(o, NOPT(o), &w, &rc);
+  if (!d) return rc;
   cwm_err e = {0};
-  cwm_dag *d = cwm_dag_new(w, &e);
-  cwm_step **lists;
-  int *lens, n;
-  if (!d || cli_read_steps(path, &lists, &lens, &n, &e)) return cli_fail(&e);
+  cli_lists l;
+  if (cli_read_steps(path, &l, &e)) return cli_fail(&e);
+  cwm_step **lists = l.lists;
+  int *lens = l.lens, n = l.n;
   for (int i = 0; i < n && rc == 0; i++) {
     if (only && i + 1 != only) continue;
     cwm_state **trace;
@@ -113,9 +114,7 @@ int cmd_replay(int argc, char **argv) {
     }
     free(trace);
   }
-  for (int i = 0; i < n; i++) free(lists[i]);
-  free(lists);
-  free(lens);
+  cli_lists_free(&l);
   cwm_dag_free(d);
   cwm_workload_free(w);
   return rc;
@@ -132,22 +131,18 @@ int cmd_codegen(int argc, char **argv) {
   int rc = cli_parse(argc, argv, o, NOPT(o), CODEGEN_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   long line = cli_get_long(o, NOPT(o), "--line", 1);
-  cwm_workload *w = cli_workload(cli_get(o, NOPT(o), "--workload"), cli_get(o, NOPT(o), "--suite"), &rc);
-  if (!w) return rc;
+  cwm_workload *w;
+  cwm_dag *d = cli_dag(o, NOPT(o), &w, &rc);
+  if (!d) return rc;
   cwm_err e = {0};
-  cwm_dag *d = cwm_dag_new(w, &e);
-  if (!d) return cli_fail(&e);
   cwm_state *s = NULL;
   const char *path = cli_get(o, NOPT(o), "--steps");
   if (path) {
-    cwm_step **lists;
-    int *lens, n;
-    if (cli_read_steps(path, &lists, &lens, &n, &e)) return cli_fail(&e);
-    if (line < 1 || line > n) return cli_usage("codegen", CODEGEN_HELP, "--line %ld: the file has %d lists", line, n);
-    if (cwm_state_replay(d, lists[line - 1], lens[line - 1], &s, NULL, &e)) return cli_fail(&e);
-    for (int i = 0; i < n; i++) free(lists[i]);
-    free(lists);
-    free(lens);
+    cli_lists l;
+    if (cli_read_steps(path, &l, &e)) return cli_fail(&e);
+    if (line < 1 || line > l.n) return cli_usage("codegen", CODEGEN_HELP, "--line %ld: the file has %d lists", line, l.n);
+    if (cwm_state_replay(d, l.lists[line - 1], l.lens[line - 1], &s, NULL, &e)) return cli_fail(&e);
+    cli_lists_free(&l);
   } else {
     s = cwm_state_init(d);
   }
@@ -192,9 +187,10 @@ int cmd_measure(int argc, char **argv) {
   cwm_err e = {0};
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) return cli_fail(&e);
-  cwm_step **lists;
-  int *lens, n;
-  if (cli_read_steps(path, &lists, &lens, &n, &e)) return cli_fail(&e);
+  cli_lists l;
+  if (cli_read_steps(path, &l, &e)) return cli_fail(&e);
+  cwm_step **lists = l.lists;
+  int *lens = l.lens, n = l.n;
   cwm_state **states = cwm_xcalloc((size_t)(n ? n : 1), sizeof *states);
   for (int i = 0; i < n; i++)
     if (cwm_state_replay(cwm_task_dag(t), lists[i], lens[i], &states[i], NULL, &e)) {
@@ -217,13 +213,11 @@ int cmd_measure(int argc, char **argv) {
     if (log && cwm_log_append(log, &recs[i], &e)) return cli_fail(&e);
     cwm_record_free(&recs[i]);
     cwm_state_free(states[i]);
-    free(lists[i]);
   }
   if (log) cwm_log_close(log);
   free(recs);
   free(states);
-  free(lists);
-  free(lens);
+  cli_lists_free(&l);
   cwm_task_free(t);
   cwm_workload_free(w);
   return 0;

@@ -520,13 +520,14 @@ static int cmd_noise(int argc, char **argv) {
   const char *path = cli_get(o, NOPT(o), "--steps");
   if (!path) return cli_usage("dataset noise", NOISE_HELP, "--steps is required");
   long line = cli_get_long(o, NOPT(o), "--line", 1), kind = cli_get_long(o, NOPT(o), "--kind", 0);
-  cwm_workload *w = cli_workload(cli_get(o, NOPT(o), "--workload"), cli_get(o, NOPT(o), "--suite"), &rc);
-  if (!w) return rc;
+  cwm_workload *w;
+  cwm_dag *d = cli_dag(o, NOPT(o), &w, &rc);
+  if (!d) return rc;
   cwm_err e = {0};
-  cwm_dag *d = cwm_dag_new(w, &e);
-  cwm_step **lists;
-  int *lens, n;
-  if (!d || cli_read_steps(path, &lists, &lens, &n, &e)) return cli_fail(&e);
+  cli_lists l;
+  if (cli_read_steps(path, &l, &e)) return cli_fail(&e);
+  cwm_step **lists = l.lists;
+  int *lens = l.lens, n = l.n;
   if (line < 1 || line > n) return cli_usage("dataset noise", NOISE_HELP, "--line %ld: the file has %d lists", line, n);
   cwm_rng r;
   cwm_rng_seed(&r, (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1));
@@ -541,9 +542,7 @@ static int cmd_noise(int argc, char **argv) {
   } else {
     rc = cli_fail(&e);
   }
-  for (int i = 0; i < n; i++) free(lists[i]);
-  free(lists);
-  free(lens);
+  cli_lists_free(&l);
   cwm_dag_free(d);
   cwm_workload_free(w);
   return rc;

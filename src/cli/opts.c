@@ -57,39 +57,54 @@ cwm_workload *cli_workload(const char *spec, const char *suite, int *rc) {
   return w;
 }
 
-int cli_read_steps(const char *path, cwm_step ***lists, int **lens, int *n, cwm_err *err) {
+int cli_read_steps(const char *path, cli_lists *l, cwm_err *err) {
+  memset(l, 0, sizeof *l);
   char *text = cwm_read_file(path, NULL, err);
   if (!text) return err->code;
-  int cap = 16, cnt = 0, lineno = 0;
-  cwm_step **ls = cwm_xcalloc((size_t)cap, sizeof *ls);
-  int *ln = cwm_xcalloc((size_t)cap, sizeof *ln);
-  char *save = NULL;
-  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+  int cap = 0, lineno = 0;
+  for (char *line = text, *next; line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
     lineno++;
     char *p = line;
     while (*p == ' ' || *p == '\t' || *p == '\r') p++;
     if (!*p || *p == '#') continue;
-    if (cnt == cap) {
-      cap *= 2;
-      ls = cwm_xrealloc(ls, sizeof *ls * (size_t)cap);
-      ln = cwm_xrealloc(ln, sizeof *ln * (size_t)cap);
+    if (l->n == cap) {
+      cap = cap ? cap * 2 : 16;
+      l->lists = cwm_xrealloc(l->lists, sizeof *l->lists * (size_t)cap);
+      l->lens = cwm_xrealloc(l->lens, sizeof *l->lens * (size_t)cap);
     }
     cwm_err e = {0};
-    if (cwm_steps_parse(p, &ls[cnt], &ln[cnt], &e)) {
+    if (cwm_steps_parse(p, &l->lists[l->n], &l->lens[l->n], &e)) {
       cwm_fail(err, CWM_EPARSE, "%s: line %d: %s", path, lineno, e.msg);
-      for (int i = 0; i < cnt; i++) free(ls[i]);
-      free(ls);
-      free(ln);
+      cli_lists_free(l);
       free(text);
       return CWM_EPARSE;
     }
-    cnt++;
+    l->n++;
   }
   free(text);
-  *lists = ls;
-  *lens = ln;
-  *n = cnt;
   return 0;
+}
+
+void cli_lists_free(cli_lists *l) {
+  for (int i = 0; i < l->n; i++) free(l->lists[i]);
+  free(l->lists);
+  free(l->lens);
+  memset(l, 0, sizeof *l);
+}
+
+cwm_dag *cli_dag(const cli_opt *o, int nopt, cwm_workload **w, int *rc) {
+  *w = cli_workload(cli_get(o, nopt, "--workload"), cli_get(o, nopt, "--suite"), rc);
+  if (!*w) return NULL;
+  cwm_err e = {0};
+  cwm_dag *d = cwm_dag_new(*w, &e);
+  if (!d) {
+    *rc = cli_fail(&e);
+    cwm_workload_free(*w);
+    *w = NULL;
+  }
+  return d;
 }
 
 /* The measuring protocol options that tune, network tuning and `dataset remeasure` share. */

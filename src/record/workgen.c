@@ -477,35 +477,6 @@ void cwm_workgen_draw(cwm_rng *r, double max_flops, char *spec, size_t n) {
   snprintf(spec, n, "matmul M=16 N=16 K=17"); /* unreachable for sane caps */
 }
 
-/* A set of 64-bit hashes (open addressing; 0 is never stored). */
-typedef struct {
-  uint64_t *h;
-  size_t n, cap;
-} hset;
-
-static int hset_has(const hset *s, uint64_t h) {
-  if (!s->cap) return 0;
-  for (size_t i = h & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-    if (s->h[i] == 0) return 0;
-    if (s->h[i] == h) return 1;
-  }
-}
-
-static void hset_add(hset *s, uint64_t h) {
-  if (hset_has(s, h)) return;
-  if ((s->n + 1) * 2 > s->cap) {
-    hset t = {cwm_xcalloc(s->cap ? s->cap * 2 : 256, sizeof(uint64_t)), 0, s->cap ? s->cap * 2 : 256};
-    for (size_t i = 0; i < s->cap; i++)
-      if (s->h[i]) hset_add(&t, s->h[i]);
-    free(s->h);
-    *s = t;
-  }
-  size_t i = h & (s->cap - 1);
-  while (s->h[i]) i = (i + 1) & (s->cap - 1);
-  s->h[i] = h;
-  s->n++;
-}
-
 static uint64_t form_hash(const char *spec, int shape_only, cwm_err *err) {
   spec_vals sv;
   if (parse_vals(spec, &sv, err)) return 0;
@@ -525,7 +496,7 @@ int cwm_workgen(const cwm_workgen_opts *o, cwm_wl_entry **out, int *n, int *reje
   int ns = 0;
   cwm_err e = {0};
   if (cwm_wlist_read(suite, &sv, &ns, &e)) return cwm_fail(err, e.code, "workgen: suite: %s", e.msg);
-  hset suite_shapes = {0}, seen = {0};
+  cwm_hset suite_shapes = {0}, seen = {0};
   for (int i = 0; i < ns; i++) {
     uint64_t h = form_hash(sv[i].spec, 1, &e);
     if (!h) {
@@ -534,7 +505,7 @@ int cwm_workgen(const cwm_workgen_opts *o, cwm_wl_entry **out, int *n, int *reje
       free(suite_shapes.h);
       return err ? err->code : CWM_EPARSE;
     }
-    hset_add(&suite_shapes, h);
+    cwm_hset_add(&suite_shapes, h);
   }
   cwm_rng r;
   cwm_rng_seed(&r, o->seed);
@@ -549,19 +520,19 @@ int cwm_workgen(const cwm_workgen_opts *o, cwm_wl_entry **out, int *n, int *reje
     if (!hs || !hf) continue;
     /* the hash says "maybe"; the parsed values decide */
     int clash = 0;
-    if (hset_has(&suite_shapes, hs))
+    if (cwm_hset_has(&suite_shapes, hs))
       for (int i = 0; i < ns && !clash; i++)
         if (cwm_spec_compare(spec, sv[i].spec, 1, &clash, &e)) clash = 1;
     if (clash) {
       rej++;
       continue;
     }
-    if (hset_has(&seen, hf)) continue; /* a repeat (or a hash collision: a draw lost, no harm) */
+    if (cwm_hset_has(&seen, hf)) continue; /* a repeat (or a hash collision: a draw lost, no harm) */
     /* the op library must accept it (it always should: the caps keep tensors small) */
     char *text = cwm_op_to_text(spec, &e);
     if (!text) continue;
     free(text);
-    hset_add(&seen, hf);
+    cwm_hset_add(&seen, hf);
     cwm_wl_entry *en = &v[cnt];
     const char *sp = strchr(spec, ' ');
     snprintf(en->id, sizeof en->id, "t%03d_%.*s", cnt + 1, (int)(sp - spec), spec);

@@ -21,40 +21,6 @@ void cwm_tune_opts_default(cwm_tune_opts *o) {
   cwm_space_opts_default(&o->space);
 }
 
-/* ---- a set of printed-state hashes ---- */
-
-typedef struct {
-  uint64_t *h;
-  size_t n, cap;
-} hset;
-
-static int hset_has(const hset *s, uint64_t h) {
-  if (!s->cap) return 0;
-  for (size_t i = h & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-    if (s->h[i] == 0) return 0;
-    if (s->h[i] == h) return 1;
-  }
-}
-static void hset_add(hset *s, uint64_t h) {
-  if (!h) h = 1;
-  if ((s->n + 1) * 2 > s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 1024;
-    uint64_t *old = s->h;
-    size_t oldcap = s->cap;
-    s->h = cwm_xcalloc(cap, sizeof *s->h);
-    s->cap = cap;
-    s->n = 0;
-    for (size_t i = 0; i < oldcap; i++)
-      if (old[i]) hset_add(s, old[i]);
-    free(old);
-  }
-  if (hset_has(s, h)) return;
-  size_t i = h & (s->cap - 1);
-  while (s->h[i]) i = (i + 1) & (s->cap - 1);
-  s->h[i] = h;
-  s->n++;
-}
-
 static uint64_t state_hash(const cwm_state *s) {
   char *t = cwm_state_print(s);
   uint64_t h = cwm_hash64(t, strlen(t));
@@ -75,7 +41,7 @@ struct cwm_tuner {
   cwm_tune_opts opts;
   const cwm_tune_opts *o; /* &opts */
   cwm_rng rng;
-  hset seen;        /* measured programs */
+  cwm_hset seen;    /* measured programs */
   measured_t *meas; /* measured programs that ran, kept for seeding the population */
   int nmeas, capmeas;
   double best_cost;
@@ -138,7 +104,7 @@ static int cmp_meas(const void *a, const void *b) {
  * arrays; the states pass to the tuner): they count as measured and train the model. */
 static int resume_apply(struct cwm_tuner *t, cwm_state **states, cwm_record *recs, int n, cwm_err *err) {
   for (int i = 0; i < n; i++) {
-    hset_add(&t->seen, state_hash(states[i]));
+    cwm_hset_add(&t->seen, state_hash(states[i]));
     if (recs[i].error) t->res->errors++;
   }
   int rc = n ? cwm_costmodel_update(t->model, states, recs, n, err) : 0;
@@ -260,16 +226,16 @@ static int cmp_cand(const void *a, const void *b) {
 typedef struct {
   cand_t *c;
   int n, cap;
-  hset in;
+  cwm_hset in;
 } best_t;
 
 static void best_offer(best_t *b, const cand_t *c) {
-  if (hset_has(&b->in, c->h)) return;
+  if (cwm_hset_has(&b->in, c->h)) return;
   if (b->n < b->cap) {
     b->c[b->n] = *c;
     b->c[b->n].s = cwm_state_clone(c->s);
     b->n++;
-    hset_add(&b->in, c->h);
+    cwm_hset_add(&b->in, c->h);
     return;
   }
   int worst = 0;
@@ -279,7 +245,7 @@ static void best_offer(best_t *b, const cand_t *c) {
   cwm_state_free(b->c[worst].s);
   b->c[worst] = *c;
   b->c[worst].s = cwm_state_clone(c->s);
-  hset_add(&b->in, c->h);
+  cwm_hset_add(&b->in, c->h);
 }
 
 static int score_all(struct cwm_tuner *t, cand_t *pop, int n, cwm_err *err) {
@@ -326,7 +292,7 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
   for (int g = 0; g <= o->generations && rc == 0; g++) {
     if ((rc = score_all(t, pop, npop, err))) break;
     for (int i = 0; i < npop; i++)
-      if (!hset_has(&t->seen, pop[i].h)) best_offer(&best, &pop[i]);
+      if (!cwm_hset_has(&t->seen, pop[i].h)) best_offer(&best, &pop[i]);
     if (g == o->generations || (o->stop && *o->stop)) break;
     /* next generation: roulette on max(score, 0) plus a floor so that every state has a chance */
     double minsc = 1e300, total = 0;
@@ -367,7 +333,7 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
   int nrand = (int)(o->eps_greedy * want + 0.5);
   cwm_state **out = cwm_xcalloc((size_t)(want ? want : 1), sizeof *out);
   int nout = 0;
-  hset chosen = {0};
+  cwm_hset chosen = {0};
   if (quota) {
     uint64_t *fam = cwm_xmalloc(sizeof *fam * (size_t)(best.n ? best.n : 1));
     int *fcount = cwm_xcalloc((size_t)(best.n ? best.n : 1), sizeof *fcount), nfam = 0;
@@ -379,7 +345,7 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
       if (fcount[k] >= quota) continue;
       fcount[k]++;
       out[nout++] = best.c[i].s;
-      hset_add(&chosen, best.c[i].h);
+      cwm_hset_add(&chosen, best.c[i].h);
       best.c[i].s = NULL;
     }
     free(fam);
@@ -389,14 +355,14 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
   for (int i = 0; i < best.n && nout < want - nrand; i++) {
     if (!best.c[i].s) continue;
     out[nout++] = best.c[i].s;
-    hset_add(&chosen, best.c[i].h);
+    cwm_hset_add(&chosen, best.c[i].h);
     best.c[i].s = NULL;
   }
   for (int tries = 0; tries < ninit * 2 && nout < want; tries++) {
     cwm_state *s = init[cwm_rng_int(&t->rng, ninit)];
     uint64_t h = state_hash(s);
-    if (hset_has(&t->seen, h) || hset_has(&chosen, h)) continue;
-    hset_add(&chosen, h);
+    if (cwm_hset_has(&t->seen, h) || cwm_hset_has(&chosen, h)) continue;
+    cwm_hset_add(&chosen, h);
     out[nout++] = cwm_state_clone(s);
   }
   for (int i = 0; i < best.n; i++) cwm_state_free(best.c[i].s);
@@ -462,7 +428,7 @@ int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
       break;
     }
   }
-  for (int i = 0; i < nold; i++) hset_add(&t->seen, state_hash(picks[i]));
+  for (int i = 0; i < nold; i++) cwm_hset_add(&t->seen, state_hash(picks[i]));
   /* measure in chunks so that an interrupt ends the round soon, keeping what was measured */
   int nm = 0;
   cwm_state **mp = picks + nold;
@@ -477,7 +443,7 @@ int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
     if ((rc = cwm_task_measure(t->task, mp + c0, cn, mr + c0, err))) break;
     for (int i = c0; i < c0 + cn; i++) {
       if (t->log && (rc = cwm_log_append(t->log, &mr[i], err))) break;
-      hset_add(&t->seen, state_hash(mp[i]));
+      cwm_hset_add(&t->seen, state_hash(mp[i]));
       if (mr[i].error) res->errors++;
       else if (cwm_record_cost(&mr[i]) < best_now) best_now = cwm_record_cost(&mr[i]);
     }
@@ -499,7 +465,7 @@ int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
         if (t->pend[k]) {
           all[j] = t->pend[k];
           recs[j] = t->pend_recs[k];
-          hset_add(&t->seen, t->pend_h[k]);
+          cwm_hset_add(&t->seen, t->pend_h[k]);
           t->pend[k] = NULL;
           j++;
         }

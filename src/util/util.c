@@ -285,3 +285,31 @@ long cwm_json_too_deep(const char *text, int max) {
   }
   return 0;
 }
+
+int cwm_hset_has(const cwm_hset *s, uint64_t h) {
+  if (!h) h = 1;
+  if (!s->cap) return 0;
+  for (size_t i = h & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+    if (s->h[i] == 0) return 0;
+    if (s->h[i] == h) return 1;
+  }
+}
+
+void cwm_hset_add(cwm_hset *s, uint64_t h) {
+  if (!h) h = 1;
+  if (cwm_hset_has(s, h)) return;
+  if ((s->n + 1) * 2 > s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256, oldcap = s->cap;
+    uint64_t *old = s->h;
+    s->h = cwm_xcalloc(cap, sizeof *s->h);
+    s->cap = cap;
+    s->n = 0;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i]) cwm_hset_add(s, old[i]);
+    free(old);
+  }
+  size_t i = h & (s->cap - 1);
+  while (s->h[i]) i = (i + 1) & (s->cap - 1);
+  s->h[i] = h;
+  s->n++;
+}
