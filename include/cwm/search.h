@@ -96,6 +96,10 @@ void cwm_tuner_set_log(cwm_tuner *tu, cwm_log *log);
  * stopping early when *o->stop is set), appends their records and updates the model. *nmeasured
  * is 0 when the search found no new candidate or the stop flag was already set. */
 int cwm_tuner_round(cwm_tuner *tu, int want, int *nmeasured, cwm_err *err);
+/* The candidates the next round would measure (up to want, best predicted first), measuring
+ * nothing and changing nothing: the same seed, model and history propose the same list. The
+ * states are the caller's (cwm_state_free each, free the array). */
+int cwm_tuner_propose(cwm_tuner *tu, int want, cwm_state ***picks, int *npicks, cwm_err *err);
 double cwm_tuner_best(const cwm_tuner *tu);          /* seconds; 1e10 while nothing ran */
 int cwm_tuner_best_steps(const cwm_tuner *tu, const cwm_step **steps); /* borrowed; 0 if none */
 int cwm_tuner_trials(const cwm_tuner *tu);           /* records of the workload: resumed + measured */

@@ -133,6 +133,9 @@ const char *cwm_stage_name(const cwm_state *s, int stage);
  * do not loop over slots a guard would reject; values are unchanged, a part is tightened only when
  * every part outside it has extent 1. */
 void cwm_stage_extents(cwm_stage *st, int tight);
+/* The stages that are not inlined and read stage p's tensor, directly or through inlined stages,
+ * into out (CWM_MAX_STAGES entries); their count. */
+int cwm_stage_consumers(const cwm_state *s, int p, int *out);
 /* The original axis a loop node of a stage comes from (following splits to their source; a fuse
  * node has none): its index in the stage's op, or -1. */
 int cwm_node_root(const cwm_stage *st, int node);

@@ -36,6 +36,8 @@ typedef struct {
 /* Reads step lists; errors name the file and line. */
 int cli_read_steps(const char *path, cli_lists *l, cwm_err *err);
 void cli_lists_free(cli_lists *l);
+/* cli_dag and the step lists of the file path over it */
+cwm_dag *cli_dag_lists(const cli_opt *o, int nopt, const char *path, cwm_workload **w, cli_lists *l, int *rc);
 
 int cmd_show(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

@@ -84,11 +84,10 @@ int cmd_replay(int argc, char **argv) {
   if (!path) return cli_usage("replay", REPLAY_HELP, "--steps is required");
   long only = cli_get_long(o, NOPT(o), "--line", 0);
   cwm_workload *w;
-  cwm_dag *d = cli_dag(o, NOPT(o), &w, &rc);
+  cli_lists l;
+  cwm_dag *d = cli_dag_lists(o, NOPT(o), path, &w, &l, &rc);
   if (!d) return rc;
   cwm_err e = {0};
-  cli_lists l;
-  if (cli_read_steps(path, &l, &e)) return cli_fail(&e);
   cwm_step **lists = l.lists;
   int *lens = l.lens, n = l.n;
   for (int i = 0; i < n && rc == 0; i++) {

@@ -521,11 +521,10 @@ static int cmd_noise(int argc, char **argv) {
   if (!path) return cli_usage("dataset noise", NOISE_HELP, "--steps is required");
   long line = cli_get_long(o, NOPT(o), "--line", 1), kind = cli_get_long(o, NOPT(o), "--kind", 0);
   cwm_workload *w;
-  cwm_dag *d = cli_dag(o, NOPT(o), &w, &rc);
+  cli_lists l;
+  cwm_dag *d = cli_dag_lists(o, NOPT(o), path, &w, &l, &rc);
   if (!d) return rc;
   cwm_err e = {0};
-  cli_lists l;
-  if (cli_read_steps(path, &l, &e)) return cli_fail(&e);
   cwm_step **lists = l.lists;
   int *lens = l.lens, n = l.n;
   if (line < 1 || line > n) return cli_usage("dataset noise", NOISE_HELP, "--line %ld: the file has %d lists", line, n);

@@ -42,6 +42,10 @@ static void progress(void *ud, const cwm_net_progress *p) {
 
 static cJSON *num_or_null(int ok, double v) { return ok ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
+static void add_numbers(cJSON *o, const char *const *keys, const double *values, int n) {
+  for (int i = 0; i < n; i++) cJSON_AddNumberToObject(o, keys[i], values[i]);
+}
+
 static int write_summary(const char *path, const char *file, const cwm_network *net, const cwm_net_result *res,
                          const char *model, unsigned long long seed, int budget, const cwm_measure_opts *mo) {
   cJSON *j = cJSON_CreateObject();
@@ -50,15 +54,11 @@ static int write_summary(const char *path, const char *file, const cwm_network *
   cJSON_AddStringToObject(j, "model", model);
   cJSON_AddNumberToObject(j, "seed", (double)seed);
   cJSON_AddNumberToObject(j, "trials", budget);
-  cJSON_AddNumberToObject(j, "trials_done", res->trials);
-  cJSON_AddNumberToObject(j, "measured", res->measured);
-  cJSON_AddNumberToObject(j, "resumed", res->resumed);
-  cJSON_AddNumberToObject(j, "errors", res->errors);
-  cJSON_AddNumberToObject(j, "rounds", res->rounds);
-  cJSON_AddNumberToObject(j, "threads", mo->threads);
-  cJSON_AddNumberToObject(j, "repeats", mo->repeats);
-  cJSON_AddNumberToObject(j, "min_repeat_ms", mo->min_repeat_ms);
-  cJSON_AddNumberToObject(j, "tuning_seconds", res->seconds);
+  static const char *const rk[] = {"trials_done", "measured", "resumed", "errors", "rounds",
+                                    "threads", "repeats", "min_repeat_ms", "tuning_seconds"};
+  const double rv[] = {res->trials, res->measured, res->resumed, res->errors, res->rounds,
+                       mo->threads, mo->repeats, mo->min_repeat_ms, res->seconds};
+  add_numbers(j, rk, rv, 9);
   /* an end-to-end figure only when every subgraph has a kernel */
   cJSON_AddItemToObject(j, "est_latency_ms", num_or_null(res->missing == 0, res->est_latency * 1e3));
   cJSON_AddNumberToObject(j, "subgraphs_without_kernel", res->missing);
@@ -76,11 +76,9 @@ static int write_summary(const char *path, const char *file, const cwm_network *
     cJSON_AddItemToObject(o, "best_gflops", num_or_null(ok, ok ? t->flops / t->best_cost * 1e-9 : 0));
     cJSON_AddItemToObject(o, "share", num_or_null(ok && res->est_latency > 0,
                                                   ok ? t->weight * t->best_cost / res->est_latency : 0));
-    cJSON_AddNumberToObject(o, "trials", t->trials);
-    cJSON_AddNumberToObject(o, "measured", t->measured);
-    cJSON_AddNumberToObject(o, "resumed", t->resumed);
-    cJSON_AddNumberToObject(o, "errors", t->errors);
-    cJSON_AddNumberToObject(o, "rounds", t->rounds);
+    static const char *const tk[] = {"trials", "measured", "resumed", "errors", "rounds"};
+    const double tv[] = {t->trials, t->measured, t->resumed, t->errors, t->rounds};
+    add_numbers(o, tk, tv, 5);
     cJSON_AddBoolToObject(o, "done", t->done);
     cJSON_AddItemToArray(tasks, o);
   }

@@ -94,6 +94,18 @@ void cli_lists_free(cli_lists *l) {
   memset(l, 0, sizeof *l);
 }
 
+cwm_dag *cli_dag_lists(const cli_opt *o, int nopt, const char *path, cwm_workload **w, cli_lists *l, int *rc) {
+  cwm_dag *d = cli_dag(o, nopt, w, rc);
+  cwm_err e = {0};
+  if (d && cli_read_steps(path, l, &e)) {
+    *rc = cli_fail(&e);
+    cwm_dag_free(d);
+    cwm_workload_free(*w);
+    return NULL;
+  }
+  return d;
+}
+
 cwm_dag *cli_dag(const cli_opt *o, int nopt, cwm_workload **w, int *rc) {
   *w = cli_workload(cli_get(o, nopt, "--workload"), cli_get(o, nopt, "--suite"), rc);
   if (!*w) return NULL;

@@ -93,33 +93,9 @@ static int has_reduce_iter(const cwm_state *s, int p) {
   return 0;
 }
 
-/* Does e read tensor tid, directly or through stages that are inlined? */
-static int reads_through_inline(const cwm_state *s, const cwm_expr *e, int tid, int depth) {
-  if (!e || depth > CWM_MAX_STAGES) return 0;
-  if (e->kind == CWM_X_READ) {
-    if (e->tensor == tid) return 1;
-    for (int q = 0; q < s->nstages; q++)
-      if (s->stages[q].tid == e->tensor && s->stages[q].loc == CWM_LOC_INLINE &&
-          reads_through_inline(s, cwm_stage_body_op(s, q)->body, tid, depth + 1))
-        return 1;
-  }
-  for (int i = 0; i < e->nargs; i++)
-    if (reads_through_inline(s, e->args[i], tid, depth)) return 1;
-  return 0;
-}
-
-static int consumers(const cwm_state *s, int p, int *out) {
-  int n = 0;
-  for (int c = 0; c < s->nstages; c++) {
-    if (c == p || cwm_stage_is_placeholder(s, c) || s->stages[c].loc == CWM_LOC_INLINE) continue;
-    if (reads_through_inline(s, cwm_stage_body_op(s, c)->body, s->stages[p].tid, 0)) out[n++] = c;
-  }
-  return n;
-}
-
 int cwm_single_consumer(const cwm_state *s, int p) {
   int c[CWM_MAX_STAGES];
-  return consumers(s, p, c) == 1 ? c[0] : -1;
+  return cwm_stage_consumers(s, p, c) == 1 ? c[0] : -1;
 }
 
 int cwm_attached_count(const cwm_state *s, int p, int iter) {
@@ -214,7 +190,7 @@ static int has_cache_write(const cwm_state *s, int p) {
  * the others is attached, the innermost position left for the stage (a consumer must not run
  * before it). -1 when there is none. */
 static int common_consumer_root(const cwm_state *s, int p, int *limit) {
-  int c[CWM_MAX_STAGES], n = consumers(s, p, c), root = -1;
+  int c[CWM_MAX_STAGES], n = cwm_stage_consumers(s, p, c), root = -1;
   *limit = CWM_MAX_ITERS;
   if (n == 1) return c[0];
   /* beyond Ansor, which takes each consumer's own attach stage: the root of its whole chain of

@@ -402,6 +402,13 @@ void cwm_tuner_set_log(cwm_tuner *t, cwm_log *log) {
   t->own_log = 0;
 }
 
+int cwm_tuner_propose(cwm_tuner *t, int want, cwm_state ***picks, int *npicks, cwm_err *err) {
+  *picks = NULL;
+  *npicks = 0;
+  if (want <= 0) return 0;
+  return search_round(t, want, picks, npicks, err);
+}
+
 int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
   const cwm_tune_opts *o = t->o;
   cwm_tune_result *res = t->res;

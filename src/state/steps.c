@@ -61,8 +61,7 @@ static int reads_through_inline(const cwm_state *s, const cwm_expr *e, int tid, 
   return 0;
 }
 
-/* Non-inlined stages that consume stage p (directly or through inlined stages). */
-static int consumers(const cwm_state *s, int p, int *out) {
+int cwm_stage_consumers(const cwm_state *s, int p, int *out) {
   int n = 0;
   for (int c = 0; c < s->nstages; c++) {
     if (c == p || s->stages[c].loc == CWM_LOC_INLINE || cwm_stage_is_placeholder(s, c)) continue;
@@ -114,7 +113,7 @@ int cwm_attach_root(const cwm_state *s, int q, int after, int *top) {
  * region is computed before each read of it and lives in a scope that holds them all. Returns 0
  * when it may, else the first consumer that breaks it. */
 static int attach_breaker(const cwm_state *s, int p, int t, int pos, int *breaker) {
-  int cons[CWM_MAX_STAGES], nc = consumers(s, p, cons);
+  int cons[CWM_MAX_STAGES], nc = cwm_stage_consumers(s, p, cons);
   if (nc == 0) return *breaker = -1, 1;
   for (int i = 0; i < nc; i++) {
     int q = cons[i];
