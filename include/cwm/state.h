@@ -155,6 +155,8 @@ const cwm_op *cwm_stage_body_op(const cwm_state *s, int stage); /* axes and body
 char *cwm_state_print(const cwm_state *s);
 
 /* Steps as text: one JSON array per step (Ansor's record layout), and a list as "[step, ...]". */
+/* A step of kind k on stage, every other field zero. */
+cwm_step cwm_step_of(cwm_step_kind k, int stage);
 void cwm_step_print(const cwm_step *st, cwm_buf *out);
 void cwm_steps_print(const cwm_step *steps, int n, cwm_buf *out);
 const char *cwm_step_kind_name(cwm_step_kind k);

@@ -119,6 +119,9 @@ char *cwm_xstrdup(const char *s);
 FILE *cwm_open_read(const char *path, const char *what, cwm_err *err);
 /* Reads a whole file; returns NULL and fills err on failure. */
 char *cwm_read_file(const char *path, size_t *len, cwm_err *err);
+/* Reads a whole text file: a NUL byte in it is an error (CWM_EPARSE), as a parser would silently
+ * stop there and drop the rest. */
+char *cwm_read_text(const char *path, cwm_err *err);
 /* Writes to path.tmp.<pid> then renames, so a crash never leaves a half-written file. */
 int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err);
 int cwm_mkdir_p(const char *path, cwm_err *err);

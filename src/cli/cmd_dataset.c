@@ -525,14 +525,13 @@ static int cmd_noise(int argc, char **argv) {
   cwm_dag *d = cli_dag_lists(o, NOPT(o), path, &w, &l, &rc);
   if (!d) return rc;
   cwm_err e = {0};
-  cwm_step **lists = l.lists;
-  int *lens = l.lens, n = l.n;
-  if (line < 1 || line > n) return cli_usage("dataset noise", NOISE_HELP, "--line %ld: the file has %d lists", line, n);
+  if (line < 1 || line > l.n)
+    return cli_usage("dataset noise", NOISE_HELP, "--line %ld: the file has %d lists", line, l.n);
   cwm_rng r;
   cwm_rng_seed(&r, (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1));
   char *a, *b;
   cwm_noise_info info;
-  rc = cwm_noise_pair_ex(d, lists[line - 1], lens[line - 1], (int)kind, &r, &a, &b, &info, &e);
+  rc = cwm_noise_pair_ex(d, l.lists[line - 1], l.lens[line - 1], (int)kind, &r, &a, &b, &info, &e);
   if (rc == 0) {
     printf("# a: %s\n%s# b (kind %d: %s)\n%s", w->name, a, info.kind, info.what, b);
     free(a);

@@ -509,11 +509,8 @@ cwm_costmodel *cwm_costmodel_ansor(uint64_t seed, const char *pretrained, cwm_er
   x->XGBoosterFree(probe);
   ansor_model *m = cwm_xcalloc(1, sizeof *m);
   m->x = x;
-  m->base.name = "ansor";
-  m->base.update = ansor_update;
-  m->base.predict = ansor_predict;
-  m->base.save = ansor_save;
-  m->base.free = ansor_free;
+  m->base = (cwm_costmodel){.name = "ansor", .update = ansor_update, .predict = ansor_predict, .save = ansor_save,
+                            .free = ansor_free};
   m->seed = seed;
   cwm_rng_seed(&m->rng, seed);
   if (pretrained && load_file(m, pretrained, err) != 0) {

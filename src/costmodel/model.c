@@ -58,12 +58,8 @@ static void random_free(cwm_costmodel *m) { free(m); }
 
 cwm_costmodel *cwm_costmodel_random(uint64_t seed) {
   random_model *r = cwm_xcalloc(1, sizeof *r);
-  r->base.name = "random";
-  r->base.update = random_update;
-  r->base.predict = random_predict;
-  r->base.save = NULL;
-  r->base.free = random_free;
-  r->base.ignores_measurements = 1;
+  r->base = (cwm_costmodel){.name = "random", .update = random_update, .predict = random_predict, .free = random_free,
+                            .ignores_measurements = 1};
   r->seed = seed;
   return &r->base;
 }

@@ -118,16 +118,21 @@ static void put_str(cwm_buf *b, const char *s) {
   cwm_buf_putc(b, '"');
 }
 
+/* a fixed-size field of cap bytes, not necessarily terminated, as a JSON string (at most 255 bytes) */
+static void put_fixed(cwm_buf *b, const char *s, size_t cap) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%.*s", (int)cap - 1, s);
+  put_str(b, tmp);
+}
+
 static void put_num(cwm_buf *b, double v) {
   if (!isfinite(v)) v = CWM_FAILED_COST;
   cwm_buf_printf(b, "%.9g", v);
 }
 
 int cwm_record_to_json(const cwm_record *r, cwm_buf *out) {
-  char tmp[256];
   cwm_buf_puts(out, "{\"i\":[[");
-  snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof r->key - 1, r->key);
-  put_str(out, tmp);
+  put_fixed(out, r->key, sizeof r->key);
   cwm_buf_putc(out, ',');
   put_str(out, r->target);
   cwm_buf_putc(out, ',');
@@ -149,16 +154,13 @@ int cwm_record_to_json(const cwm_record *r, cwm_buf *out) {
   cwm_buf_printf(out, "],%d,", r->error);
   put_num(out, r->all_cost);
   cwm_buf_printf(out, ",%ld],\"v\":\"v0.6\",\"cwm\":{\"version\":", r->timestamp);
-  snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof r->version - 1, r->version);
-  put_str(out, tmp);
+  put_fixed(out, r->version, sizeof r->version);
   cwm_buf_puts(out, ",\"name\":");
-  snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof r->name - 1, r->name);
-  put_str(out, tmp);
+  put_fixed(out, r->name, sizeof r->name);
   cwm_buf_puts(out, ",\"workload\":");
   put_str(out, r->workload);
   cwm_buf_puts(out, ",\"msg\":");
-  snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof r->msg - 1, r->msg);
-  put_str(out, tmp);
+  put_fixed(out, r->msg, sizeof r->msg);
   cwm_buf_puts(out, "}}");
   return CWM_OK;
 }

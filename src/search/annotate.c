@@ -172,14 +172,6 @@ static int fill_tile_sizes(const cwm_state *sk, const cwm_space_opts *o, cwm_rng
 
 /* ------------------------------------------------------------------ the other rules */
 
-static cwm_step step_of(cwm_step_kind k, int stage) {
-  cwm_step st;
-  memset(&st, 0, sizeof st);
-  st.kind = k;
-  st.stage = stage;
-  return st;
-}
-
 static int usable(const cwm_state *s, int p) {
   return !cwm_stage_is_placeholder(s, p) && s->stages[p].loc != CWM_LOC_INLINE;
 }
@@ -206,12 +198,12 @@ static int change_compute_location(cwm_state *s, cwm_rng *r, cwm_err *err) {
        * stage once and sketches attach only tiled stages, so this keeps the stage in place;
        * kept for the draw sequence and in case sketches change. */
       if (has_reduce_iter(s, p) || s->stages[p].loc != CWM_LOC_ITER) continue;
-      st = step_of(CWM_S_CI, p);
+      st = cwm_step_of(CWM_S_CI, p);
     } else if (choice == 1) {
       if (s->stages[p].loc == CWM_LOC_ROOT) continue; /* a CR here would change nothing */
-      st = step_of(CWM_S_CR, p);
+      st = cwm_step_of(CWM_S_CR, p);
     } else {
-      st = step_of(CWM_S_CA, p);
+      st = cwm_step_of(CWM_S_CA, p);
       st.a = target;
       st.b = cand[choice - 2];
     }
@@ -248,11 +240,11 @@ static int annotate_parallel(cwm_state *s, int p, int off, int cores, int depth,
   }
   if (n == 0) return 0;
   if (n > 1) {
-    cwm_step fu = step_of(CWM_S_FU, p);
+    cwm_step fu = cwm_step_of(CWM_S_FU, p);
     for (int k = 0; k < n; k++) fu.v[fu.n++] = ids[k];
     if (cwm_state_apply(s, &fu, err)) return err ? err->code : CWM_ESTEP;
   }
-  cwm_step an = step_of(CWM_S_AN, p);
+  cwm_step an = cwm_step_of(CWM_S_AN, p);
   an.iter = ids[0];
   an.a = CWM_ANN_PARALLEL;
   return cwm_state_apply(s, &an, err) ? (err ? err->code : CWM_ESTEP) : 0;
@@ -269,7 +261,7 @@ static int init_parallel(cwm_state *s, const cwm_space_opts *o, cwm_err *err) {
 static int init_unroll(cwm_state *s, cwm_rng *r, cwm_err *err) {
   for (int p = 0; p < s->nstages; p++) {
     if (!usable(s, p) || !has_reduce_iter(s, p)) continue;
-    cwm_step pr = step_of(CWM_S_PR, p);
+    cwm_step pr = cwm_step_of(CWM_S_PR, p);
     pr.iter = 0;
     pr.a = UNROLL_STEPS[cwm_rng_int(r, N_UNROLL)];
     if (cwm_state_apply(s, &pr, err)) return err ? err->code : CWM_ESTEP;
@@ -300,7 +292,7 @@ static int vectorize_reorder(cwm_state *s, int p, int want_root, cwm_rng *r, cwm
   }
   if (!nc || (want_root < 0 && cwm_rng_int(r, 3))) return 0;
   int mv = cand[want_root >= 0 ? 0 : cwm_rng_int(r, nc)];
-  cwm_step re = step_of(CWM_S_RE, p);
+  cwm_step re = cwm_step_of(CWM_S_RE, p);
   for (int i = 0; i < sg->niters; i++)
     if (i != mv) re.v[re.n++] = i;
   re.v[re.n++] = mv;
@@ -335,11 +327,11 @@ static int init_vectorize(cwm_state *s, const cwm_space_opts *o, const int *vec_
     if (num == 0) continue;
     int first = sg->niters - num;
     if (num > 1) {
-      cwm_step fu = step_of(CWM_S_FU, p);
+      cwm_step fu = cwm_step_of(CWM_S_FU, p);
       for (int k = first; k < sg->niters; k++) fu.v[fu.n++] = k;
       if (cwm_state_apply(s, &fu, err)) return err ? err->code : CWM_ESTEP;
     }
-    cwm_step an = step_of(CWM_S_AN, p);
+    cwm_step an = cwm_step_of(CWM_S_AN, p);
     an.iter = first;
     an.a = CWM_ANN_VECTORIZE;
     if (cwm_state_apply(s, &an, err)) return err ? err->code : CWM_ESTEP;

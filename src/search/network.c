@@ -187,14 +187,8 @@ cwm_network *cwm_network_parse(const char *text, const char *path, cwm_err *err)
 }
 
 cwm_network *cwm_network_load(const char *path, cwm_err *err) {
-  size_t len = 0;
-  char *text = cwm_read_file(path, &len, err);
+  char *text = cwm_read_text(path, err);
   if (!text) return NULL;
-  if (strlen(text) != len) {
-    cwm_fail(err, CWM_EPARSE, "%s: contains a NUL byte", path);
-    free(text);
-    return NULL;
-  }
   cwm_network *net = cwm_network_parse(text, path, err);
   free(text);
   return net;

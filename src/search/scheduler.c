@@ -192,9 +192,7 @@ double cwm_sched_objective(const cwm_sched *s, int *missing) {
 /* ------------------------------------------------------------------ tuning a network */
 
 void cwm_net_opts_default(cwm_net_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->trials = 1000;
-  o->per_round = 64;
+  *o = (cwm_net_opts){.trials = 1000, .per_round = 64};
   cwm_sched_opts_default(&o->sched);
   cwm_tune_opts_default(&o->tune);
 }

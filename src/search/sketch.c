@@ -320,14 +320,6 @@ static int add(cwm_state *s, cwm_step st) {
   return cwm_state_apply(s, &st, &e);
 }
 
-static cwm_step step_of(cwm_step_kind k, int stage) {
-  cwm_step st;
-  memset(&st, 0, sizeof st);
-  st.kind = k;
-  st.stage = stage;
-  return st;
-}
-
 /* Ansor's DoMultiLevelTiling with TILE_FORMAT: every spatial loop split into 4 parts and every
  * reduction loop into 2 (lengths unknown), then reordered level by level. Fills the ids of the
  * spatial SP steps (loop order). NULL if the stage does not take it (too many loops). */
@@ -347,7 +339,7 @@ static cwm_state *multi_level_tiling(const cwm_state *s, int p, int *sp_ids, int
     int levels = kind[k] ? nsl : nrl;
     base[k] = pos;
     if (levels > 1) {
-      cwm_step st = step_of(CWM_S_SP, p);
+      cwm_step st = cwm_step_of(CWM_S_SP, p);
       st.iter = pos;
       st.extent = nd->extent;
       st.n = levels - 1; /* lengths stay 0: the sketch's unknowns */
@@ -357,7 +349,7 @@ static cwm_state *multi_level_tiling(const cwm_state *s, int p, int *sp_ids, int
     }
     pos += levels;
   }
-  cwm_step re = step_of(CWM_S_RE, p);
+  cwm_step re = cwm_step_of(CWM_S_RE, p);
   int sl = 0, rl = 0;
   for (const char *c = TILE_FORMAT; *c; c++) {
     int spatial = *c == 'S', level = spatial ? sl++ : rl++;
@@ -382,17 +374,17 @@ static cwm_state *fuse_consumer(const cwm_state *tiled, int p, int c, const int 
     if (cg->nodes[cg->iters[i]].kind != CWM_IT_SPATIAL) return NULL;
   cwm_state *t = cwm_state_clone(tiled);
   for (int k = 0; k < nsp; k++) {
-    cwm_step st = step_of(CWM_S_FSP, c);
+    cwm_step st = cwm_step_of(CWM_S_FSP, c);
     st.iter = k * (level + 1);
     st.a = sp_ids[k];
     st.b = level;
     if (add(t, st)) goto fail;
   }
-  cwm_step re = step_of(CWM_S_RE, c);
+  cwm_step re = cwm_step_of(CWM_S_RE, c);
   for (int j = 0; j <= level; j++)
     for (int k = 0; k < nsp; k++) re.v[re.n++] = k * (level + 1) + j;
   if (add(t, re)) goto fail;
-  cwm_step ca = step_of(CWM_S_CA, p);
+  cwm_step ca = cwm_step_of(CWM_S_CA, p);
   ca.a = c;
   ca.b = level * nsp - 1;
   if (add(t, ca)) goto fail;
@@ -415,11 +407,11 @@ static void rule_rfactor(const cwm_state *s, int p, items *next) {
   }
   if (nr == 0 || red[0] != ns) goto done; /* reduction loops must be the inner ones */
   if (nr > 1) {
-    cwm_step fu = step_of(CWM_S_FU, p);
+    cwm_step fu = cwm_step_of(CWM_S_FU, p);
     for (int i = 0; i < nr; i++) fu.v[fu.n++] = red[i];
     if (add(b, fu)) goto done;
   }
-  cwm_step sp = step_of(CWM_S_SP, p);
+  cwm_step sp = cwm_step_of(CWM_S_SP, p);
   sp.iter = ns;
   sp.extent = b->stages[p].nodes[b->stages[p].iters[ns]].extent;
   sp.n = 1; /* Ansor splits by 1 and then forgets the factor, so it is sampled like a tile */
@@ -427,10 +419,10 @@ static void rule_rfactor(const cwm_state *s, int p, items *next) {
   if (add(b, sp)) goto done;
   for (int v = 0; v < 2; v++) {
     cwm_state *t = cwm_state_clone(b);
-    cwm_step rf = step_of(CWM_S_RF, p);
+    cwm_step rf = cwm_step_of(CWM_S_RF, p);
     rf.iter = ns + v;
     rf.a = ns;
-    cwm_step re = step_of(CWM_S_RE, p); /* the rfactor stage takes id p */
+    cwm_step re = cwm_step_of(CWM_S_RE, p); /* the rfactor stage takes id p */
     for (int i = 1; i <= ns; i++) re.v[re.n++] = i;
     re.v[re.n++] = v == 0 ? 0 : ns + 1;
     re.v[re.n++] = v == 0 ? ns + 1 : 0;
@@ -455,7 +447,7 @@ static void expand(item it, items *next) {
   /* AlwaysInline */
   if (!is_output(s, p) && !has_reduce_iter(s, p) && strictly_inlineable(s, p)) {
     cwm_state *t = cwm_state_clone(s);
-    if (add(t, step_of(CWM_S_CI, p)) == 0) {
+    if (add(t, cwm_step_of(CWM_S_CI, p)) == 0) {
       push(next, t, p - 1);
       cwm_state_free(s);
       return;
@@ -469,7 +461,7 @@ static void expand(item it, items *next) {
   /* AddCacheWrite (apply, keep going): the cached stage is visited again with fusion */
   if (tile && !ew) {
     cwm_state *t = cwm_state_clone(s);
-    cwm_step chw = step_of(CWM_S_CHW, p);
+    cwm_step chw = cwm_step_of(CWM_S_CHW, p);
     strcpy(chw.scope, "local");
     if (add(t, chw) == 0) push(next, t, p);
     else cwm_state_free(t);

@@ -355,3 +355,11 @@ int cwm_steps_parse(const char *text, cwm_step **steps, int *n, cwm_err *err) {
   *n = k;
   return CWM_OK;
 }
+
+cwm_step cwm_step_of(cwm_step_kind k, int stage) {
+  cwm_step st;
+  memset(&st, 0, sizeof st);
+  st.kind = k;
+  st.stage = stage;
+  return st;
+}

@@ -349,15 +349,8 @@ cwm_workload *cwm_workload_from_spec(const char *spec, const char *suite_path, c
   while (is_space(*spec)) spec++;
   if (spec[0] == '@') {
     const char *path = spec + 1;
-    size_t len = 0;
-    char *text = cwm_read_file(path, &len, err);
+    char *text = cwm_read_text(path, err);
     if (!text) return NULL;
-    if (strlen(text) != len) {
-      /* the parser would silently stop at the NUL and drop the rest */
-      cwm_fail(err, CWM_EPARSE, "%s: contains a NUL byte", path);
-      free(text);
-      return NULL;
-    }
     cwm_err perr = {0};
     cwm_workload *w = cwm_workload_parse(text, &perr);
     free(text);

@@ -243,6 +243,19 @@ static cwm_expr *p_number(parser *p, int is_int) {
   return e;
 }
 
+/* the operator at t over x (of height *h), unless that makes the tree too high */
+static cwm_expr *unary_node(parser *p, const tok *t, cwm_xkind kind, int is_int, cwm_expr *x, int *h) {
+  if (*h + 1 > MAX_HEIGHT) {
+    te_perr(p, t, "expression too large (tree height above %d)", MAX_HEIGHT);
+    cwm_expr_free(x);
+    return NULL;
+  }
+  cwm_expr *e = node(kind, is_int, 1);
+  e->args[0] = x;
+  (*h)++;
+  return e;
+}
+
 /* at '(': "( inner )" */
 static cwm_expr *p_paren(parser *p, int *h, cwm_expr *(*inner)(parser *, int *)) {
   if (!enter(p)) return NULL;
@@ -373,16 +386,7 @@ static cwm_expr *pc_not(parser *p, int *h) {
   advance(p);
   cwm_expr *x = pc_not(p, h);
   p->depth--;
-  if (!x) return NULL;
-  if (*h + 1 > MAX_HEIGHT) {
-    te_perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
-    cwm_expr_free(x);
-    return NULL;
-  }
-  cwm_expr *e = node(CWM_X_NOT, 1, 1);
-  e->args[0] = x;
-  (*h)++;
-  return e;
+  return x ? unary_node(p, &t, CWM_X_NOT, 1, x, h) : NULL;
 }
 
 /* a left-associative chain "a OP b OP c" of one boolean operator over the level below */
@@ -577,16 +581,7 @@ static cwm_expr *px_unary(parser *p, int is_int, int *h) {
   advance(p);
   cwm_expr *x = px_unary(p, is_int, h);
   p->depth--;
-  if (!x) return NULL;
-  if (*h + 1 > MAX_HEIGHT) {
-    te_perr(p, &t, "expression too large (tree height above %d)", MAX_HEIGHT);
-    cwm_expr_free(x);
-    return NULL;
-  }
-  cwm_expr *e = node(CWM_X_NEG, is_int, 1);
-  e->args[0] = x;
-  (*h)++;
-  return e;
+  return x ? unary_node(p, &t, CWM_X_NEG, is_int, x, h) : NULL;
 }
 
 static cwm_expr *px_mul(parser *p, int is_int, int *h) {

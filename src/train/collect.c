@@ -184,9 +184,7 @@ done:
 /* ---- label noise: re-measuring a random fraction of a log ------------------------------------ */
 
 void cwm_remeasure_opts_default(cwm_remeasure_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->fraction = 0.02;
-  o->seed = 1;
+  *o = (cwm_remeasure_opts){.fraction = 0.02, .seed = 1};
   cwm_measure_opts_default(&o->measure);
   o->measure.threads = 1;
   o->measure.run_timeout_s = 3;

@@ -165,6 +165,21 @@ static int encoder_batch(cwm_world *w, char **ta, char **tb, int B, float temp, 
   return rc;
 }
 
+int train_load_split(const cwm_train_opts *o, cwm_traj **tr, int *ntr, cwm_traj **va, int *nva, cwm_err *err) {
+  *tr = *va = NULL;
+  *ntr = *nva = 0;
+  int rc = train_load_trajs(o->traj_path, o->valid_fraction, CWM_SPLIT_TRAIN, o->max_traj, tr, ntr, err);
+  if (rc) return rc;
+  rc = train_load_trajs(o->traj_path, o->valid_fraction, CWM_SPLIT_VALID, o->max_traj > 0 ? o->max_traj / 4 + 1 : 0, va,
+                        nva, err);
+  if (rc) {
+    cwm_trajs_free(*tr, *ntr);
+    *tr = NULL;
+    *ntr = 0;
+  }
+  return rc;
+}
+
 static void free_texts(char **t, int n) {
   for (int i = 0; i < n; i++) free(t[i]);
 }
@@ -172,9 +187,7 @@ static void free_texts(char **t, int n) {
 int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err) {
   cwm_traj *tr = NULL, *va = NULL;
   int ntr = 0, nva = 0;
-  int rc = train_load_trajs(o->traj_path, o->valid_fraction, CWM_SPLIT_TRAIN, o->max_traj, &tr, &ntr, err);
-  if (!rc) rc = train_load_trajs(o->traj_path, o->valid_fraction, CWM_SPLIT_VALID, o->max_traj > 0 ? o->max_traj / 4 + 1 : 0,
-                           &va, &nva, err);
+  int rc = train_load_split(o, &tr, &ntr, &va, &nva, err);
   if (rc) return rc;
   if (ntr < 2) {
     cwm_trajs_free(tr, ntr);

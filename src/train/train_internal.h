@@ -14,5 +14,7 @@ static inline int stopped(const cwm_train_opts *o) { return o->stop && *o->stop;
 
 /* Trajectories of one part of the split, in memory (at most max, 0 = all). */
 int train_load_trajs(const char *path, double vf, int part, int max, cwm_traj **out, int *n, cwm_err *err);
+/* The training part (at most o->max_traj) and the validation part (a quarter of that) of o->traj_path */
+int train_load_split(const cwm_train_opts *o, cwm_traj **tr, int *ntr, cwm_traj **va, int *nva, cwm_err *err);
 
 #endif

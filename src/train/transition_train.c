@@ -398,9 +398,7 @@ static void value_eval(cwm_world *w, const vdata *v, float gap, double *loss, do
 int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *err) {
   cwm_traj *tr = NULL, *va = NULL;
   int ntr = 0, nva = 0;
-  int rc = train_load_trajs(o->traj_path, o->valid_fraction, CWM_SPLIT_TRAIN, o->max_traj, &tr, &ntr, err);
-  if (!rc) rc = train_load_trajs(o->traj_path, o->valid_fraction, CWM_SPLIT_VALID, o->max_traj > 0 ? o->max_traj / 4 + 1 : 0,
-                           &va, &nva, err);
+  int rc = train_load_split(o, &tr, &ntr, &va, &nva, err);
   if (rc) return rc;
   tcache ct, cv;
   rc = build_targets(w, tr, ntr, &ct, o, "training", err);

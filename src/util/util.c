@@ -177,6 +177,17 @@ char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
   return cwm_buf_take(&b);
 }
 
+char *cwm_read_text(const char *path, cwm_err *err) {
+  size_t len = 0;
+  char *text = cwm_read_file(path, &len, err);
+  if (text && strlen(text) != len) {
+    cwm_fail(err, CWM_EPARSE, "%s: contains a NUL byte", path);
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
 /* Written beside the destination under a name nobody can guess (mkstemp: O_EXCL, so a planted
  * file or symlink is never followed), synced, renamed over the destination, and the directory
  * synced, so that a crash leaves either the old file or the new one, whole. */

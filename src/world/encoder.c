@@ -297,29 +297,21 @@ static long att_work(const cwm_encoder *e) {
   return (long)(e->win_att[e->nwin] / e->c.heads) * 4 * e->c.width; /* sum T^2 * 2 products */
 }
 
-static void att_fwd_part(void *ctx, int p0, int p1, int part) {
+/* attention of (window, head) pairs p0..p1: forward, or backward when the job has gradients */
+static void att_part(void *ctx, int p0, int p1, int part) {
   const att_job *j = ctx;
   const cwm_encoder *e = j->e;
   int D = e->c.width, H = e->c.heads;
+  float *scratch = e->scratch + (size_t)part * e->scratch_per;
   for (int p = p0; p < p1; p++) {
     int w = p / H, h = p % H, T = e->win_len[w];
     size_t r0 = (size_t)e->win_row0[w];
-    cwm_attention_head_forward(j->a->ao + r0 * D, j->a->att + e->win_att[w] + (size_t)h * T * T,
-                               j->a->qkv + r0 * 3 * D, NULL, T, D, H, h,
-                               e->scratch + (size_t)part * e->scratch_per);
-  }
-}
-
-static void att_bwd_part(void *ctx, int p0, int p1, int part) {
-  const att_job *j = ctx;
-  const cwm_encoder *e = j->e;
-  int D = e->c.width, H = e->c.heads;
-  for (int p = p0; p < p1; p++) {
-    int w = p / H, h = p % H, T = e->win_len[w];
-    size_t r0 = (size_t)e->win_row0[w];
-    cwm_attention_head_backward(j->dqkv + r0 * 3 * D, j->dao + r0 * D, j->a->qkv + r0 * 3 * D,
-                                j->a->att + e->win_att[w] + (size_t)h * T * T, NULL, T, D, H, h,
-                                e->scratch + (size_t)part * e->scratch_per);
+    float *att = j->a->att + e->win_att[w] + (size_t)h * T * T;
+    if (j->dqkv)
+      cwm_attention_head_backward(j->dqkv + r0 * 3 * D, j->dao + r0 * D, j->a->qkv + r0 * 3 * D, att, NULL, T, D,
+                                  H, h, scratch);
+    else
+      cwm_attention_head_forward(j->a->ao + r0 * D, att, j->a->qkv + r0 * 3 * D, NULL, T, D, H, h, scratch);
   }
 }
 
@@ -346,7 +338,7 @@ int cwm_encoder_forward(cwm_encoder *e, const int *const *ids, const int *lens, 
     cwm_layernorm_forward(a->ln1, a->m1, a->r1, a->res, W_(e, ix->ln1g), W_(e, ix->ln1b), N, D);
     cwm_linear_forward(a->qkv, a->ln1, W_(e, ix->qkvw), W_(e, ix->qkvb), N, D, 3 * D, 0);
     att_job aj = {e, a, NULL, NULL};
-    cwm_parallel_for(nwin * H, att_work(e), att_fwd_part, &aj);
+    cwm_parallel_for(nwin * H, att_work(e), att_part, &aj);
     if (a->mid != a->res) memcpy(a->mid, a->res, (size_t)N * D * sizeof(float));
     cwm_linear_forward(a->mid, a->ao, W_(e, ix->projw), W_(e, ix->projb), N, D, D, 1);
     cwm_layernorm_forward(a->ln2, a->m2, a->r2, a->mid, W_(e, ix->ln2g), W_(e, ix->ln2b), N, D);
@@ -402,7 +394,7 @@ int cwm_encoder_backward(cwm_encoder *e, const float *dout, cwm_err *err) {
                         D, D);
     memset(dqkv, 0, 3 * ND * sizeof(float));
     att_job aj = {e, a, dqkv, dao};
-    cwm_parallel_for(nwin * H, 2 * att_work(e), att_bwd_part, &aj);
+    cwm_parallel_for(nwin * H, 2 * att_work(e), att_part, &aj);
     memset(dln, 0, ND * sizeof(float));
     cwm_linear_backward(dln, G_(e, ix->qkvw), G_(e, ix->qkvb), dqkv, a->ln1, W_(e, ix->qkvw), N,
                         D, 3 * D);

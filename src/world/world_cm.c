@@ -309,12 +309,8 @@ cwm_costmodel *cwm_costmodel_world(cwm_world *w, const cwm_world_cm_opts *o, cwm
     return NULL;
   }
   world_cm *m = cwm_xcalloc(1, sizeof *m);
-  m->base.name = "world";
-  m->base.update = world_update;
-  m->base.predict = world_predict;
-  m->base.save = world_save;
-  m->base.free = world_free;
-  m->base.family_quota = WORLD_FAMILY_QUOTA;
+  m->base = (cwm_costmodel){.name = "world", .update = world_update, .predict = world_predict, .save = world_save,
+                            .free = world_free, .family_quota = WORLD_FAMILY_QUOTA};
   m->w = w;
   if (!o || o->handoff) {
     m->online = cwm_costmodel_ansor(1, NULL, err);
