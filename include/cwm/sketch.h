@@ -23,6 +23,8 @@ typedef struct {
   int register_tile; /* beyond Ansor: half of the multi-level tiles drawn as register blocks */
 } cwm_space_opts;
 void cwm_space_opts_default(cwm_space_opts *o); /* 2, 64, 2 x cwm_codegen_host_lanes() (16 or 32), 1, 1 */
+/* o, or the defaults written into *def when o is NULL */
+const cwm_space_opts *cwm_space_opts_or_default(const cwm_space_opts *o, cwm_space_opts *def);
 
 /* Random annotation of a sketch (InitFillTileSize, InitChangeComputeLocation, InitParallel,
  * InitUnroll, InitVectorization), returning a complete valid state, or an error when this draw

@@ -56,6 +56,29 @@ void cwm_buf_indent(cwm_buf *b, int depth);
 char *cwm_buf_take(cwm_buf *b);
 
 /* 64-bit FNV-1a; hex form is 16 lowercase digits plus NUL. */
+/* idx[0..n) = the indices of v ordered by value, ascending or (desc) descending; NaN counts as the
+ * lowest value and ties keep index order. */
+void cwm_argsort(const double *v, int n, int desc, int *idx);
+
+/* A growing array: p with room for element n (capacity *cap doubled from 64 as needed); returns
+ * the array, reallocated or not. */
+void *cwm_grow(void *p, size_t n, size_t *cap, size_t elem);
+
+/* ---- Line reader (util/lines.c) ---------------------------------------------------------------- */
+
+/* A text file of records read a line at a time: lines end at '\n' ("\r\n" too), blank lines are
+ * skipped, a line is at most max_line bytes (a longer one is reported, not held). */
+typedef struct cwm_lines cwm_lines;
+cwm_lines *cwm_lines_open(const char *path, const char *what, size_t max_line, cwm_err *err);
+/* The next line that is not blank, leading blanks skipped: 1 and *line (valid until the next
+ * call); 0 at the end; 2 for a line that is too long or holds a NUL byte (err says which; the
+ * reader goes on after it); -1 on a read error (err names the file and line). */
+int cwm_lines_next(cwm_lines *l, const char **line, cwm_err *err);
+long cwm_lines_lineno(const cwm_lines *l); /* of the line last returned, from 1 */
+const char *cwm_lines_path(const cwm_lines *l);
+size_t cwm_lines_bufsize(const cwm_lines *l); /* bytes of its line buffer (at most max_line + 1) */
+void cwm_lines_close(cwm_lines *l);
+
 /* A set of 64-bit hashes (open addressing, linear probing; a zero-initialised one is empty; the
  * hash 0 is stored as 1). Release with free(set.h). */
 typedef struct {
@@ -113,6 +136,8 @@ void *cwm_xmalloc(size_t n);
 void *cwm_xcalloc(size_t n, size_t m);
 void *cwm_xrealloc(void *p, size_t n);
 char *cwm_xstrdup(const char *s);
+/* A malloc'ed copy of n bytes (at least one byte allocated). */
+void *cwm_memdup(const void *p, size_t n);
 
 /* Opens a file for reading (close on exec); an empty path, a file that cannot be opened and a
  * directory are errors that name `what` (empty) or the path. */

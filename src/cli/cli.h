@@ -22,6 +22,10 @@ int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help)
 const char *cli_get(const cli_opt *opts, int nopts, const char *name);
 long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def);
 int cli_fail(const cwm_err *e);
+/* Set by SIGINT or SIGTERM once cli_catch_stop has run: long jobs stop after the work in flight
+ * (the option structs' stop pointers point here). */
+extern volatile int cli_stop;
+void cli_catch_stop(void);
 int cli_usage(const char *cmd, const char *help, const char *fmt, ...);
 /* Loads --workload (and --suite); prints the error and returns NULL on failure. */
 cwm_workload *cli_workload(const char *spec, const char *suite, int *rc);

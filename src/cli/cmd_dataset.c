@@ -291,11 +291,6 @@ static const char *MEASURE_HELP =
     "Resumable: a rerun skips the workloads whose N records are in the log and continues a\n"
     "partial one. Ctrl-C stops after the measurements in flight. Progress with ETA on stderr.\n";
 
-static volatile int g_stop;
-static void on_signal(int sig) {
-  (void)sig;
-  g_stop = 1;
-}
 
 static void progress(void *ud, const char *line) {
   if (!*(int *)ud) fprintf(stderr, "cwm dataset measure: %s\n", line);
@@ -326,25 +321,21 @@ static int cmd_measure_ds(int argc, char **argv) {
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
   co.progress = progress;
   co.progress_ud = &quiet;
-  co.stop = &g_stop;
+  co.stop = &cli_stop;
   cwm_err e = {0};
   cwm_wl_entry *wl;
   int n;
   if (cwm_wlist_read(wpath, &wl, &n, &e)) return cli_fail(&e);
   long limit = cli_get_long(o, NOPT(o), "--limit", n);
   if (limit >= 0 && limit < n) n = (int)limit;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  cli_catch_stop();
   cwm_collect_result res;
   rc = cwm_dataset_measure(wl, n, &co, &res, &e);
   fprintf(stderr,
           "cwm dataset measure: %d workloads done now, %d already complete, %d failed; %d programs measured "
           "(%d errors) in %.0f s: %.1f programs/min%s\n",
           res.done, res.skipped, res.failed, res.measured, res.errors, res.seconds,
-          res.measured / (res.seconds > 0 ? res.seconds : 1) * 60, g_stop ? " (interrupted; rerun to continue)" : "");
+          res.measured / (res.seconds > 0 ? res.seconds : 1) * 60, cli_stop ? " (interrupted; rerun to continue)" : "");
   if (res.failed) fprintf(stderr, "cwm dataset measure: first failure: %s\n", res.first_failure);
   free(wl);
   return rc ? cli_fail(&e) : 0;
@@ -384,12 +375,8 @@ static int cmd_remeasure(int argc, char **argv) {
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
   ro.progress = progress;
   ro.progress_ud = &quiet;
-  ro.stop = &g_stop;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  ro.stop = &cli_stop;
+  cli_catch_stop();
   cwm_remeasure_result res;
   cwm_err e = {0};
   rc = cwm_dataset_remeasure(&ro, &res, &e);

@@ -62,11 +62,6 @@ static const char *TUNE_HELP =
     "{network, trials, est_latency_ms, tasks: [...]} as JSON.\n"
     "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
 
-static volatile int g_stop;
-static void on_signal(int sig) {
-  (void)sig;
-  g_stop = 1;
-}
 
 static void progress(void *ud, const char *line) {
   if (!*(int *)ud) fprintf(stderr, "cwm tune: %s\n", line);
@@ -179,7 +174,7 @@ int cmd_tune(int argc, char **argv) {
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
   to.progress = progress;
   to.progress_ud = &quiet;
-  to.stop = &g_stop;
+  to.stop = &cli_stop;
   if (to.trials < 1 || to.per_round < 1 || to.population < 1 || to.generations < 0)
     return cli_usage("tune", TUNE_HELP, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
@@ -197,17 +192,13 @@ int cmd_tune(int argc, char **argv) {
   if (!m) return cli_fail(&e);
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) return cli_fail(&e);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  cli_catch_stop();
   if (!quiet)
     fprintf(stderr, "cwm tune: %s, model %s, %d trials, seed %llu, %d thread(s)\n", w->name, model, to.trials,
             (unsigned long long)to.seed, mo.threads);
   cwm_tune_result res;
   rc = cwm_tune(t, m, &to, &res, &e);
-  if (g_stop && !quiet) fprintf(stderr, "cwm tune: interrupted; %d records measured in this run are in the log\n", res.measured);
+  if (cli_stop && !quiet) fprintf(stderr, "cwm tune: interrupted; %d records measured in this run are in the log\n", res.measured);
   double flops = cwm_task_flops(t);
   if (rc == 0 && res.best_nsteps >= 0 && res.best_cost < 1e9) {
     printf("best: %.2f us, %.2f GFLOP/s (%d measured now, %d resumed, %d errors, %.0f s", res.best_cost * 1e6,

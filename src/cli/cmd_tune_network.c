@@ -13,11 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static volatile int g_stop;
-static void on_signal(int sig) {
-  (void)sig;
-  g_stop = 1;
-}
 
 typedef struct {
   int quiet;
@@ -162,7 +157,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   no.progress = progress;
   no.note = note;
   no.ud = &u;
-  no.stop = &g_stop;
+  no.stop = &cli_stop;
   if (no.trials < 1 || no.per_round < 1 || no.tune.population < 1 || no.tune.generations < 0)
     return cli_usage("tune", help, "--trials, --per-round and --population must be positive");
   cwm_measure_opts mo;
@@ -202,18 +197,14 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
     cwm_network_free(net);
     return cli_fail(&e);
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  cli_catch_stop();
   if (!u.quiet)
     fprintf(stderr, "cwm tune: network %s, %d subgraphs, %.4g GFLOP per inference, model %s, %d trials, seed %llu, "
                     "%d thread(s)\n",
             net->name, net->n, cwm_network_flops(net) * 1e-9, model, no.trials, (unsigned long long)seed, mo.threads);
   cwm_net_result res;
   int rc = cwm_tune_network(net, m, &mo, &no, &res, &e);
-  if (g_stop && !u.quiet)
+  if (cli_stop && !u.quiet)
     fprintf(stderr, "cwm tune: interrupted; %d records measured in this run are in the log\n", res.measured);
   if (rc) cli_fail(&e);
   if (res.trials > 0) print_table(net, &res);

@@ -76,11 +76,6 @@ static const char *EVAL_HELP =
     "A's top 8 are B's top 8. A and B are meant to be one computation at shapes one apart\n"
     "(matmul 1024 and 1023): a model that reads programs, not their spelling, gives tau near 1.\n";
 
-static volatile int g_stop;
-static void on_signal(int sig) {
-  (void)sig;
-  g_stop = 1;
-}
 
 static void progress(void *ud, const char *line) {
   (void)ud;
@@ -180,10 +175,9 @@ int cmd_train(int argc, char **argv) {
   int mode = ms ? cwm_world_mode_parse(ms) : -1;
   if (ms && mode < 0) return cli_usage("train", TRAIN_HELP, "--mode: rollout, value, no-transition or static, not '%s'", ms);
   if (ms && !ran) return cli_usage("train", TRAIN_HELP, "--mode applies to the ranker (train ranker or all)");
-  to.stop = &g_stop;
+  to.stop = &cli_stop;
   if (!cli_get(o, NOPT(o), "--quiet")) to.progress = progress;
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  cli_catch_stop();
   cwm_err e = {0};
   cwm_world *w = NULL;
   double t0 = cwm_now();
@@ -209,7 +203,7 @@ int cmd_train(int argc, char **argv) {
   } else if (enc) {
     cwm_buf_puts(&notes, "encoder: not trained (--no-contrastive)\n");
   }
-  if (!rc && tra && !g_stop) {
+  if (!rc && tra && !cli_stop) {
     double t = cwm_now();
     rc = cwm_world_train_transition(w, &to, &e);
     cwm_buf_printf(&notes, "transition: %s, %d epochs, batch %d: %.0f s\n", data, to.epochs * 4, to.batch,
@@ -219,7 +213,7 @@ int cmd_train(int argc, char **argv) {
       rc = cwm_world_save(w, out, &e);
     }
   }
-  if (!rc && ran && !g_stop) {
+  if (!rc && ran && !cli_stop) {
     double t = cwm_now();
     if (mode >= 0) cwm_world_set_mode(w, mode);
     rc = cwm_world_train_ranker(w, &to, &e);
@@ -233,7 +227,7 @@ int cmd_train(int argc, char **argv) {
   cwm_buf_free(&notes);
   cwm_world_free(w);
   if (rc) return cli_fail(&e);
-  fprintf(stderr, "cwm train: %s written in %.0f s%s\n", out, cwm_now() - t0, g_stop ? " (interrupted)" : "");
+  fprintf(stderr, "cwm train: %s written in %.0f s%s\n", out, cwm_now() - t0, cli_stop ? " (interrupted)" : "");
   return 0;
 }
 

@@ -1,6 +1,7 @@
 /* opts.c: option parsing and the loaders every command shares. */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,4 +131,19 @@ int cli_tune_protocol(const cli_opt *o, int nopt, const char *cmd, const char *h
   mo->repeats = (int)r;
   mo->min_repeat_ms = (double)ms;
   return 0;
+}
+
+volatile int cli_stop;
+
+static void on_stop_signal(int sig) {
+  (void)sig;
+  cli_stop = 1;
+}
+
+void cli_catch_stop(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }

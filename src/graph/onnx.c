@@ -350,14 +350,12 @@ static int load_attrs(ld *L, int ni, const Onnx__NodeProto *np) {
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
       at.kind = CWM_ATTR_FLOATS;
       at.n = (int)a->n_floats;
-      at.floats = cwm_xcalloc(a->n_floats ? a->n_floats : 1, sizeof(float));
-      if (a->n_floats) memcpy(at.floats, a->floats, a->n_floats * sizeof(float));
+      at.floats = cwm_memdup(a->floats, a->n_floats * sizeof(float));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
       at.kind = CWM_ATTR_INTS;
       at.n = (int)a->n_ints;
-      at.ints = cwm_xcalloc(a->n_ints ? a->n_ints : 1, sizeof(int64_t));
-      if (a->n_ints) memcpy(at.ints, a->ints, a->n_ints * sizeof(int64_t));
+      at.ints = cwm_memdup(a->ints, a->n_ints * sizeof(int64_t));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
       if (!a->t) continue;

@@ -144,28 +144,26 @@ static int collect_packs(wctx *w) {
   return rc;
 }
 
+/* the header comment's list of inputs or outputs: index, name, dims */
+static void io_comment(const cwm_graph *g, const char *title, const int *vals, int n, cwm_buf *h) {
+  cwm_buf_puts(h, title);
+  for (int i = 0; i < n; i++) {
+    char nm[200];
+    cwm_codegen_safe_name(g->values[vals[i]].name, nm, sizeof nm);
+    cwm_buf_printf(h, " *   %d  %-20s ", i, nm);
+    dims_comment(&g->values[vals[i]], h);
+    cwm_buf_puts(h, "\n");
+  }
+}
+
 static void emit_header(const wctx *w, cwm_buf *h) {
   const cwm_graph *g = w->g;
   const char *P = w->P;
   const char *src = w->src;
   const plan *pl = &w->pl;
   cwm_buf_printf(h, "/* %s.h: the network %s compiled by cwm %s.\n *\n", P, src, CWM_VERSION);
-  cwm_buf_printf(h, " * Inputs (in this order, row-major contiguous arrays):\n");
-  for (int i = 0; i < g->ninputs; i++) {
-    char nm[200];
-    cwm_codegen_safe_name(g->values[g->inputs[i]].name, nm, sizeof nm);
-    cwm_buf_printf(h, " *   %d  %-20s ", i, nm);
-    dims_comment(&g->values[g->inputs[i]], h);
-    cwm_buf_puts(h, "\n");
-  }
-  cwm_buf_printf(h, " * Outputs:\n");
-  for (int i = 0; i < g->noutputs; i++) {
-    char nm[200];
-    cwm_codegen_safe_name(g->values[g->outputs[i]].name, nm, sizeof nm);
-    cwm_buf_printf(h, " *   %d  %-20s ", i, nm);
-    dims_comment(&g->values[g->outputs[i]], h);
-    cwm_buf_puts(h, "\n");
-  }
+  io_comment(g, " * Inputs (in this order, row-major contiguous arrays):\n", g->inputs, g->ninputs, h);
+  io_comment(g, " * Outputs:\n", g->outputs, g->noutputs, h);
   cwm_buf_printf(h,
                  " *\n * %s_create reads the weights file (%s_weights.bin, %lld bytes, checked against the\n"
                  " * size and checksum it was compiled with) and returns NULL with errno set on failure\n"

@@ -180,27 +180,19 @@ int cwm_traj_group_by_key(const cwm_traj *t, int n, const unsigned char *skip, i
 /* ------------------------------------------------------------------ reader */
 
 struct cwm_traj_iter {
-  FILE *f;
-  char *path;
-  char *line;
-  size_t cap;
-  long lineno, last_line, nbad;
+  cwm_lines *src;
+  long last_line, nbad;
   double valid_fraction;
   int part;
   char last_bad[512];
-  char rbuf[1 << 16];
-  size_t rpos, rlen;
 };
 
 cwm_traj_iter *cwm_traj_iter_open(const char *path, cwm_err *err) {
-  FILE *f = cwm_open_read(path, "trajectories", err);
-  if (!f) return NULL;
+  cwm_lines *src = cwm_lines_open(path, "trajectories", MAX_LINE, err);
+  if (!src) return NULL;
   cwm_traj_iter *it = cwm_xcalloc(1, sizeof *it);
-  it->f = f;
-  it->path = cwm_xstrdup(path);
+  it->src = src;
   it->part = CWM_SPLIT_ALL;
-  it->cap = 1 << 14;
-  it->line = cwm_xmalloc(it->cap);
   return it;
 }
 
@@ -209,82 +201,28 @@ void cwm_traj_iter_set_split(cwm_traj_iter *it, double valid_fraction, int part)
   it->part = part;
 }
 
-/* Reads one line (without its '\n', NULs kept) into it->line; 1 ok, 0 end, -1 read error,
- * 2 line longer than MAX_LINE (its text dropped as it streams by). */
-static int read_line(cwm_traj_iter *it, size_t *len) {
-  size_t n = 0;
-  int too_long = 0, any = 0;
-  for (;;) {
-    if (it->rpos == it->rlen) {
-      it->rlen = fread(it->rbuf, 1, sizeof it->rbuf, it->f);
-      it->rpos = 0;
-      if (it->rlen == 0) {
-        if (ferror(it->f)) return -1;
-        if (!any) return 0;
-        break;
-      }
-    }
-    any = 1;
-    const char *p = it->rbuf + it->rpos;
-    size_t avail = it->rlen - it->rpos;
-    const char *nl = memchr(p, '\n', avail);
-    size_t take = nl ? (size_t)(nl - p) : avail;
-    it->rpos += take + (nl ? 1 : 0);
-    if (!too_long && n + take + 1 > it->cap) {
-      size_t cap = it->cap;
-      while (cap < n + take + 1 && cap < MAX_LINE) cap *= 2;
-      if (n + take + 1 > cap) {
-        too_long = 1;
-      } else {
-        it->line = cwm_xrealloc(it->line, cap);
-        it->cap = cap;
-      }
-    }
-    if (!too_long) {
-      memcpy(it->line + n, p, take);
-      n += take;
-    }
-    if (nl) break;
-  }
-  it->line[too_long ? 0 : n] = 0;
-  *len = too_long ? 0 : n;
-  return too_long ? 2 : 1;
-}
-
 int cwm_traj_iter_next(cwm_traj_iter *it, cwm_traj *t, cwm_err *err) {
   memset(t, 0, sizeof *t);
   if (!it) return 0;
   for (;;) {
-    size_t len = 0;
-    int rc = read_line(it, &len);
+    const char *line;
+    cwm_err perr = {0};
+    int rc = cwm_lines_next(it->src, &line, &perr);
     if (rc == 0) return 0;
     if (rc < 0) {
-      cwm_fail(err, CWM_EIO, "%s: read error after line %ld: %s", it->path, it->lineno, strerror(errno ? errno : EIO));
+      if (err) *err = perr;
       return -1;
     }
-    it->lineno++;
-    if (rc == 2) {
-      it->nbad++;
-      snprintf(it->last_bad, sizeof it->last_bad, "line %ld: longer than %d bytes", it->lineno, MAX_LINE);
-      continue;
-    }
-    while (len && it->line[len - 1] == '\r') it->line[--len] = 0;
-    const char *p = it->line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (!*p && strlen(it->line) == len) continue; /* blank */
-    cwm_err perr = {0};
-    if (strlen(it->line) != len) {
-      cwm_fail(&perr, CWM_EPARSE, "contains a NUL byte");
-    } else if (cwm_traj_parse(p, t, &perr) == 0) {
+    if (rc == 1 && cwm_traj_parse(line, t, &perr) == 0) {
       if (it->part != CWM_SPLIT_ALL && cwm_split_part(t->key, it->valid_fraction) != it->part) {
         cwm_traj_free(t);
         continue;
       }
-      it->last_line = it->lineno;
+      it->last_line = cwm_lines_lineno(it->src);
       return 1;
     }
     it->nbad++;
-    snprintf(it->last_bad, sizeof it->last_bad, "line %ld: %.480s", it->lineno, perr.msg);
+    snprintf(it->last_bad, sizeof it->last_bad, "line %ld: %.480s", cwm_lines_lineno(it->src), perr.msg);
   }
 }
 
@@ -305,13 +243,11 @@ int cwm_traj_iter_batch(cwm_traj_iter *it, cwm_traj *batch, int max, cwm_err *er
 long cwm_traj_iter_nbad(const cwm_traj_iter *it) { return it ? it->nbad : 0; }
 long cwm_traj_iter_line(const cwm_traj_iter *it) { return it ? it->last_line : 0; }
 const char *cwm_traj_iter_last_bad(const cwm_traj_iter *it) { return it ? it->last_bad : ""; }
-size_t cwm_traj_iter_bufsize(const cwm_traj_iter *it) { return it ? it->cap : 0; }
+size_t cwm_traj_iter_bufsize(const cwm_traj_iter *it) { return it ? cwm_lines_bufsize(it->src) : 0; }
 
 void cwm_traj_iter_close(cwm_traj_iter *it) {
   if (!it) return;
-  fclose(it->f);
-  free(it->line);
-  free(it->path);
+  cwm_lines_close(it->src);
   free(it);
 }
 

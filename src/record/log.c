@@ -105,60 +105,42 @@ void cwm_log_close(cwm_log *log) {
 
 /* ------------------------------------------------------------------ reader */
 
+#define MAX_LINE (4 << 20) /* longer lines are corrupt: a record is a few KB */
+
 struct cwm_log_iter {
-  FILE *f;
-  char *path;
-  char *line;
-  size_t cap;
-  long lineno, last_line;
+  cwm_lines *src;
+  long last_line;
   int nbad;
   char last_bad[512];
 };
 
 cwm_log_iter *cwm_log_iter_open(const char *path, cwm_err *err) {
-  FILE *f = cwm_open_read(path, "log", err);
-  if (!f) return NULL;
+  cwm_lines *src = cwm_lines_open(path, "log", MAX_LINE, err);
+  if (!src) return NULL;
   cwm_log_iter *it = cwm_xcalloc(1, sizeof *it);
-  it->f = f;
-  it->path = cwm_xstrdup(path);
+  it->src = src;
   return it;
-}
-
-static int is_blank(const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n' && s[i] != '\f' && s[i] != '\v')
-      return 0;
-  return 1;
 }
 
 int cwm_log_iter_next(cwm_log_iter *it, cwm_record *r, cwm_err *err) {
   memset(r, 0, sizeof *r);
   if (!it) return 0;
   for (;;) {
-    errno = 0;
-    ssize_t n = getline(&it->line, &it->cap, it->f);
-    if (n < 0) {
-      if (ferror(it->f)) {
-        cwm_fail(err, CWM_EIO, "%s: read error after line %ld: %s", it->path, it->lineno,
-                 strerror(errno ? errno : EIO));
-        return -1;
-      }
-      return 0;
-    }
-    it->lineno++;
-    size_t len = (size_t)n;
-    while (len && (it->line[len - 1] == '\n' || it->line[len - 1] == '\r')) len--;
-    it->line[len] = 0;
-    if (is_blank(it->line, len)) continue;
+    const char *line;
     cwm_err perr = {0};
-    if (strlen(it->line) != len) {
-      cwm_fail(&perr, CWM_EPARSE, "record: contains a NUL byte");
-    } else if (cwm_record_parse(it->line, r, &perr) == CWM_OK) {
-      it->last_line = it->lineno;
+    int rc = cwm_lines_next(it->src, &line, &perr);
+    if (rc == 0) return 0;
+    if (rc < 0) {
+      if (err) *err = perr;
+      return -1;
+    }
+    if (rc == 1 && cwm_record_parse(line, r, &perr) == CWM_OK) {
+      it->last_line = cwm_lines_lineno(it->src);
       return 1;
     }
     it->nbad++;
-    snprintf(it->last_bad, sizeof it->last_bad, "line %ld: %.480s", it->lineno, perr.msg);
+    snprintf(it->last_bad, sizeof it->last_bad, "line %ld: %s%.480s", cwm_lines_lineno(it->src),
+             rc == 2 ? "record: " : "", perr.msg);
   }
 }
 
@@ -168,9 +150,7 @@ const char *cwm_log_iter_last_bad(const cwm_log_iter *it) { return it ? it->last
 
 void cwm_log_iter_close(cwm_log_iter *it) {
   if (!it) return;
-  fclose(it->f);
-  free(it->line);
-  free(it->path);
+  cwm_lines_close(it->src);
   free(it);
 }
 

@@ -209,7 +209,8 @@ int cwm_wlist_read(const char *path, cwm_wl_entry **out, int *n, cwm_err *err) {
   *n = 0;
   char *text = cwm_read_file(path, NULL, err);
   if (!text) return err ? err->code : CWM_EIO;
-  int cap = 0, cnt = 0, lineno = 0;
+  int cnt = 0, lineno = 0;
+  size_t cap = 0;
   cwm_wl_entry *v = NULL;
   int rc = 0;
   for (char *line = text, *next; line && *line && !rc; line = next) {
@@ -230,10 +231,7 @@ int cwm_wlist_read(const char *path, cwm_wl_entry **out, int *n, cwm_err *err) {
       rc = cwm_fail(err, CWM_EPARSE, "%s: line %d: expected id <TAB> op <TAB> params [<TAB> note]", path, lineno);
       break;
     }
-    if (cnt == cap) {
-      cap = cap ? cap * 2 : 64;
-      v = cwm_xrealloc(v, sizeof *v * (size_t)cap);
-    }
+    v = cwm_grow(v, (size_t)cnt, &cap, sizeof *v);
     cwm_wl_entry *e = &v[cnt];
     memset(e, 0, sizeof *e);
     if (strlen(col[0]) >= sizeof e->id || strlen(col[1]) + strlen(col[2]) + 2 > sizeof e->spec) {

@@ -342,10 +342,7 @@ static int init_vectorize(cwm_state *s, const cwm_space_opts *o, const int *vec_
 int cwm_annotate(const cwm_state *sketch, const cwm_space_opts *o, cwm_rng *r, cwm_state **out,
                  cwm_err *err) {
   cwm_space_opts def;
-  if (!o) {
-    cwm_space_opts_default(&def);
-    o = &def;
-  }
+  o = cwm_space_opts_or_default(o, &def);
   *out = NULL;
   cwm_state *s = NULL;
   int vec_root[CWM_MAX_STAGES];

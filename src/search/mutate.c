@@ -165,10 +165,7 @@ static int mutate_parallel(const cwm_state *s, cwm_rng *r, cwm_step *steps, cwm_
 int cwm_mutate(const cwm_state *s, const cwm_space_opts *o, cwm_rng *r, cwm_state **out,
                cwm_err *err) {
   cwm_space_opts def;
-  if (!o) {
-    cwm_space_opts_default(&def);
-    o = &def;
-  }
+  o = cwm_space_opts_or_default(o, &def);
   *out = NULL;
   if (!cwm_state_is_complete(s)) return cwm_fail(err, CWM_ESTEP, "cannot mutate a sketch");
   cwm_step *steps = cwm_xmalloc(sizeof *steps * (size_t)(s->nsteps ? s->nsteps : 1));

@@ -544,3 +544,9 @@ void cwm_space_opts_default(cwm_space_opts *o) {
   o->vectorize_reorder = 1;
   o->register_tile = 1;
 }
+
+const cwm_space_opts *cwm_space_opts_or_default(const cwm_space_opts *o, cwm_space_opts *def) {
+  if (o) return o;
+  cwm_space_opts_default(def);
+  return def;
+}

@@ -114,22 +114,33 @@ static int parse_input(parser *p) {
   return 1;
 }
 
+/* "a:N, b:M, ..." up to and including the closing punct: the names and extents, their count in *n */
+static int take_axes(parser *p, const char *opname, char names[][CWM_MAX_NAME], int *extent, int *n, char close,
+                     const char *what) {
+  char expect_next[16], at_most[64];
+  snprintf(expect_next, sizeof expect_next, "',' or '%c'", close);
+  snprintf(at_most, sizeof at_most, "'%c' (at most %d %s)", close, CWM_MAX_DIMS, what);
+  for (;;) {
+    if (*n == CWM_MAX_DIMS) {
+      te_expected(p, at_most);
+      return 0;
+    }
+    if (!take_axis(p, opname, names[*n], &extent[*n])) return 0;
+    (*n)++;
+    if (is_punct(&p->cur, ',')) {
+      advance(p);
+      continue;
+    }
+    return te_expect_punct(p, close, expect_next);
+  }
+}
+
 static int parse_reduction(parser *p, cwm_op *o) {
   tok kt = p->cur;
   o->reduce = is_word(&kt, "sum") ? CWM_RED_SUM : is_word(&kt, "max") ? CWM_RED_MAX : CWM_RED_MIN;
   advance(p); /* kind */
   advance(p); /* '(' */
-  for (;;) {
-    if (o->nred == CWM_MAX_DIMS) {
-      te_expected(p, "':' (at most 8 reduction axes)");
-      return 0;
-    }
-    if (!take_axis(p, o->name, o->red_axis[o->nred], &o->red_extent[o->nred])) return 0;
-    o->nred++;
-    if (is_punct(&p->cur, ',')) { advance(p); continue; }
-    if (!te_expect_punct(p, ':', "',' or ':'")) return 0;
-    break;
-  }
+  if (!take_axes(p, o->name, o->red_axis, o->red_extent, &o->nred, ':', "reduction axes")) return 0;
   if (!check_size(p, &kt, o->name, o->red_extent, o->nred, "the reduction")) return 0;
   int h;
   o->body = te_parse_value(p, &h);
@@ -152,17 +163,7 @@ static int parse_compute(parser *p) {
   if (!take_tensor_name(p, o->name)) return 0;
   p->nax = 0;
   if (!te_expect_punct(p, '[', "'['")) return 0;
-  for (;;) {
-    if (o->ndim == CWM_MAX_DIMS) {
-      te_expected(p, "']' (at most 8 axes)");
-      return 0;
-    }
-    if (!take_axis(p, o->name, o->axis[o->ndim], &o->shape[o->ndim])) return 0;
-    o->ndim++;
-    if (is_punct(&p->cur, ',')) { advance(p); continue; }
-    if (!te_expect_punct(p, ']', "',' or ']'")) return 0;
-    break;
-  }
+  if (!take_axes(p, o->name, o->axis, o->shape, &o->ndim, ']', "axes")) return 0;
   if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
   if (!te_expect_punct(p, '=', "'='")) return 0;
   int ok;

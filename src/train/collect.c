@@ -49,17 +49,15 @@ static int count_log(const char *path, key_count **out, int *n, int *nbad, cwm_e
   cwm_log_iter *it = cwm_log_iter_open(path, err);
   if (!it) return err ? err->code : CWM_EIO;
   key_count *v = NULL;
-  int cnt = 0, cap = 0, rc, last = -1;
+  int cnt = 0, rc, last = -1;
+  size_t cap = 0;
   cwm_record r;
   while ((rc = cwm_log_iter_next(it, &r, err)) == 1) {
     int k = last >= 0 && !strcmp(v[last].key, r.key) ? last : -1;
     for (int i = 0; i < cnt && k < 0; i++)
       if (!strcmp(v[i].key, r.key)) k = i;
     if (k < 0) {
-      if (cnt == cap) {
-        cap = cap ? cap * 2 : 64;
-        v = cwm_xrealloc(v, sizeof *v * (size_t)cap);
-      }
+      v = cwm_grow(v, (size_t)cnt, &cap, sizeof *v);
       k = cnt++;
       memcpy(v[k].key, r.key, 17);
       v[k].n = 0;

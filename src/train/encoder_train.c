@@ -31,13 +31,11 @@ int train_load_trajs(const char *path, double vf, int part, int max, cwm_traj **
   cwm_traj_iter *it = cwm_traj_iter_open(path, err);
   if (!it) return err ? err->code : CWM_EIO;
   if (part != CWM_SPLIT_ALL) cwm_traj_iter_set_split(it, vf, part);
-  int cap = 0, rc = 0;
+  size_t cap = 0;
+  int rc = 0;
   cwm_traj t;
   while ((max <= 0 || *n < max) && (rc = cwm_traj_iter_next(it, &t, err)) == 1) {
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 256;
-      *out = cwm_xrealloc(*out, sizeof **out * (size_t)cap);
-    }
+    *out = cwm_grow(*out, (size_t)*n, &cap, sizeof **out);
     (*out)[(*n)++] = t;
   }
   if (max > 0 && *n >= max) rc = 0;
@@ -165,6 +163,32 @@ static int encoder_batch(cwm_world *w, char **ta, char **tb, int B, float temp, 
   return rc;
 }
 
+static void free_texts(char **t, int n) {
+  for (int i = 0; i < n; i++) free(t[i]);
+}
+
+typedef struct {
+  double loss, acc; /* sums over the batches */
+  int n;            /* batches */
+} batch_sums;
+
+/* One InfoNCE batch of the m pairs (training or, train 0, evaluating) when there are two or more,
+ * added to the sums; the pairs' texts are freed. */
+static int batch_of_pairs(cwm_world *w, char **ta, char **tb, int m, float temp, int train, const cwm_adamw *opt,
+                          batch_sums *sum, cwm_err *err) {
+  int rc = 0;
+  if (m >= 2) {
+    float l = 0, a = 0;
+    rc = encoder_batch(w, ta, tb, m, temp, train, opt, &l, &a, err);
+    sum->loss += l;
+    sum->acc += a;
+    sum->n++;
+  }
+  free_texts(ta, m);
+  free_texts(tb, m);
+  return rc;
+}
+
 int train_load_split(const cwm_train_opts *o, cwm_traj **tr, int *ntr, cwm_traj **va, int *nva, cwm_err *err) {
   *tr = *va = NULL;
   *ntr = *nva = 0;
@@ -180,9 +204,6 @@ int train_load_split(const cwm_train_opts *o, cwm_traj **tr, int *ntr, cwm_traj 
   return rc;
 }
 
-static void free_texts(char **t, int n) {
-  for (int i = 0; i < n; i++) free(t[i]);
-}
 
 int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err) {
   cwm_traj *tr = NULL, *va = NULL;
@@ -223,8 +244,7 @@ int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err)
       perm[i] = perm[j];
       perm[j] = x;
     }
-    double lsum = 0, asum = 0;
-    int nb = 0;
+    batch_sums tsum = {0};
     for (int s = 0; s < steps_per_epoch && !rc && !stopped(o); s++) {
       /* a batch of B/4 workloads with 4 trajectories each: other schedules of the same workload
        * are the hard negatives that make z tell schedules apart, not only workloads */
@@ -236,45 +256,28 @@ int cwm_world_train_encoder(cwm_world *w, const cwm_train_opts *o, cwm_err *err)
           if (make_pair(dc, &tr[j], &r, &ta[m], &tb[m]) == 0) m++;
         }
       }
-      if (m >= 2) {
-        float l, a;
-        rc = encoder_batch(w, ta, tb, m, o->temperature, 1, &opt, &l, &a, err);
-        lsum += l;
-        asum += a;
-        nb++;
-      }
-      free_texts(ta, m);
-      free_texts(tb, m);
+      rc = batch_of_pairs(w, ta, tb, m, o->temperature, 1, &opt, &tsum, err);
       if ((s + 1) % 20 == 0 || s + 1 == steps_per_epoch) {
         double el = cwm_now() - t0, done = ep * steps_per_epoch + s + 1, all = (double)o->epochs * steps_per_epoch;
         say(o, "encoder epoch %d/%d step %d/%d: train InfoNCE %.4f, retrieval %.1f%%; %.0f s, ETA %.0f s", ep + 1,
-            o->epochs, s + 1, steps_per_epoch, nb ? lsum / nb : 0.0, nb ? 100 * asum / nb : 0.0, el,
+            o->epochs, s + 1, steps_per_epoch, tsum.n ? tsum.loss / tsum.n : 0.0, tsum.n ? 100 * tsum.acc / tsum.n : 0.0, el,
             el / done * (all - done));
       }
     }
     /* validation on held-out workloads, fixed pairs */
     cwm_rng vr;
     cwm_rng_seed(&vr, o->seed ^ 0xa11da7eULL);
-    double vl = 0, vacc = 0;
-    int vb = 0;
+    batch_sums vsum = {0};
     int VB = nva < B ? nva : B;
-    for (int s = 0; VB >= 2 && s + VB <= nva && !rc && vb < 8; s += VB) {
+    for (int s = 0; VB >= 2 && s + VB <= nva && !rc && vsum.n < 8; s += VB) {
       int m = 0;
       for (int k = 0; k < VB; k++)
         if (make_pair(dc, &va[s + k], &vr, &ta[m], &tb[m]) == 0) m++;
-      if (m >= 2) {
-        float l, a;
-        rc = encoder_batch(w, ta, tb, m, o->temperature, 0, &opt, &l, &a, err);
-        vl += l;
-        vacc += a;
-        vb++;
-      }
-      free_texts(ta, m);
-      free_texts(tb, m);
+      rc = batch_of_pairs(w, ta, tb, m, o->temperature, 0, &opt, &vsum, err);
     }
-    if (vb)
+    if (vsum.n)
       say(o, "encoder epoch %d/%d: validation InfoNCE %.4f, retrieval %.1f%% (%d batches of held-out workloads)",
-          ep + 1, o->epochs, vl / vb, 100 * vacc / vb, vb);
+          ep + 1, o->epochs, vsum.loss / vsum.n, 100 * vsum.acc / vsum.n, vsum.n);
   }
   free(perm);
   free(gof);

@@ -47,17 +47,15 @@ static int load_part(const char *path, double vf, int part, part_data *p, cwm_er
   cwm_traj_iter *it = cwm_traj_iter_open(path, err);
   if (!it) return err ? err->code : CWM_EIO;
   cwm_traj_iter_set_split(it, vf, part);
-  int cap = 0, rc;
+  size_t cap = 0;
+  int rc;
   cwm_traj t;
   while ((rc = cwm_traj_iter_next(it, &t, err)) == 1) {
     if (!t.measured) {
       cwm_traj_free(&t);
       continue;
     }
-    if (p->n == cap) {
-      cap = cap ? cap * 2 : 512;
-      p->t = cwm_xrealloc(p->t, sizeof *p->t * (size_t)cap);
-    }
+    p->t = cwm_grow(p->t, (size_t)p->n, &cap, sizeof *p->t);
     p->t[p->n++] = t;
   }
   cwm_traj_iter_close(it);
@@ -484,17 +482,6 @@ int cwm_world_eval_ranking(cwm_world *w, const cwm_eval_opts *o, cwm_buf *out, c
 
 /* ------------------------------------------------------------------ eval score */
 
-typedef struct {
-  double s;
-  int i;
-} scored;
-
-static int by_score_desc(const void *a, const void *b) {
-  const scored *x = a, *y = b;
-  double u = isnan(x->s) ? -INFINITY : x->s, v = isnan(y->s) ? -INFINITY : y->s;
-  return u < v ? 1 : u > v ? -1 : (x->i > y->i) - (x->i < y->i);
-}
-
 /* Updates m with the first `count` measured records of LOG (all when count <= 0), in file order,
  * `per_round` at a time, as a tuning run that measured them would have. */
 int cwm_eval_train(cwm_costmodel *m, const char *log, int count, int per_round, cwm_err *err) {
@@ -561,14 +548,11 @@ int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out
   cwm_buf_printf(out, "| workload | records | best (us) | model's top-1 (us) | best of its top 8 (us) | top-1 | top-5 | "
                       "NDCG@10 | Kendall tau |\n|---|---|---|---|---|---|---|---|---|\n");
   int *ord = cwm_xmalloc(sizeof(int) * (size_t)(N ? N : 1));
-  scored *sv = cwm_xmalloc(sizeof(scored) * (size_t)(N ? N : 1));
   for (int g = 0, off = 0; !rc && g < p.ng; off += p.gsize[g++]) {
     int n = p.gsize[g];
     cwm_rank_metrics mt;
     cwm_rank_metrics_eval(p.cost + off, sc + off, &n, 1, NULL, 0, &mt);
-    for (int k = 0; k < n; k++) sv[k] = (scored){sc[off + k], k};
-    qsort(sv, (size_t)n, sizeof *sv, by_score_desc);
-    for (int k = 0; k < n; k++) ord[k] = sv[k].i;
+    cwm_argsort(sc + off, n, 1, ord);
     double best = INFINITY, top8 = INFINITY;
     for (int k = 0; k < n; k++) {
       double c = cwm_cost_valid(p.cost[off + k]) ? p.cost[off + k] : INFINITY;
@@ -590,7 +574,6 @@ int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out
     }
     cwm_buf_printf(out, "\n");
   }
-  free(sv);
   free(ord);
   free(sc);
   part_free(&p);

@@ -57,10 +57,7 @@ int cwm_traj_sample(const cwm_dag *d, const cwm_space_opts *o, uint64_t seed, in
   *nout = 0;
   if (n <= 0) return 0;
   cwm_space_opts def;
-  if (!o) {
-    cwm_space_opts_default(&def);
-    o = &def;
-  }
+  o = cwm_space_opts_or_default(o, &def);
   cwm_rng r;
   cwm_rng_seed(&r, seed);
   const cwm_workload *w = cwm_dag_workload(d);

@@ -29,12 +29,13 @@ int cwm_dataset_stats(const char *path, cwm_buf *report, cwm_err *err) {
   cwm_traj_iter *it = cwm_traj_iter_open(path, err);
   if (!it) return err ? err->code : CWM_EIO;
   key_kind *keys = NULL;
-  int nkeys = 0, capkeys = 0;
+  int nkeys = 0;
+  size_t capkeys = 0, caplens = 0, caplat = 0;
   kind_count kinds[16];
   int nkinds = 0;
   int *lens = NULL;
   double *lat = NULL;
-  long n = 0, measured = 0, nlat = 0, caplens = 0, caplat = 0, no_text = 0;
+  long n = 0, measured = 0, nlat = 0, no_text = 0;
   long errs[16] = {0};
   cwm_traj t;
   int rc;
@@ -43,10 +44,7 @@ int cwm_dataset_stats(const char *path, cwm_buf *report, cwm_err *err) {
     for (int i = nkeys - 1; i >= 0 && k < 0; i--)
       if (!strcmp(keys[i].key, t.key)) k = i;
     if (k < 0) {
-      if (nkeys == capkeys) {
-        capkeys = capkeys ? capkeys * 2 : 64;
-        keys = cwm_xrealloc(keys, sizeof *keys * (size_t)capkeys);
-      }
+      keys = cwm_grow(keys, (size_t)nkeys, &capkeys, sizeof *keys);
       k = nkeys++;
       memcpy(keys[k].key, t.key, 17);
       const char *kind = "unknown";
@@ -71,19 +69,13 @@ int cwm_dataset_stats(const char *path, cwm_buf *report, cwm_err *err) {
         kinds[i].trajs++;
         if (t.measured && t.error) kinds[i].errors++;
       }
-    if (n == caplens) {
-      caplens = caplens ? caplens * 2 : 1024;
-      lens = cwm_xrealloc(lens, sizeof *lens * (size_t)caplens);
-    }
+    lens = cwm_grow(lens, (size_t)n, &caplens, sizeof *lens);
     lens[n++] = t.nsteps;
     if (t.measured) {
       measured++;
       errs[t.error >= 0 && t.error < 16 ? t.error : 15]++;
       if (!t.error && t.cost < 1e9) {
-        if (nlat == caplat) {
-          caplat = caplat ? caplat * 2 : 1024;
-          lat = cwm_xrealloc(lat, sizeof *lat * (size_t)caplat);
-        }
+        lat = cwm_grow(lat, (size_t)nlat, &caplat, sizeof *lat);
         lat[nlat++] = t.cost;
       }
     }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,4 +324,41 @@ void cwm_hset_add(cwm_hset *s, uint64_t h) {
   while (s->h[i]) i = (i + 1) & (s->cap - 1);
   s->h[i] = h;
   s->n++;
+}
+
+void *cwm_grow(void *p, size_t n, size_t *cap, size_t elem) {
+  if (n < *cap) return p;
+  size_t c = *cap ? *cap : 64;
+  while (c <= n) c *= 2;
+  *cap = c;
+  return cwm_xrealloc(p, c * elem);
+}
+
+typedef struct {
+  double v;
+  int i;
+} sort_item;
+
+static int item_asc(const void *a, const void *b) {
+  const sort_item *x = a, *y = b;
+  return x->v < y->v ? -1 : x->v > y->v ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+static int item_desc(const void *a, const void *b) {
+  const sort_item *x = a, *y = b;
+  return x->v > y->v ? -1 : x->v < y->v ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+void cwm_argsort(const double *v, int n, int desc, int *idx) {
+  sort_item *s = cwm_xmalloc(sizeof *s * (size_t)(n > 0 ? n : 1));
+  for (int k = 0; k < n; k++) s[k] = (sort_item){isnan(v[k]) ? -INFINITY : v[k], k};
+  qsort(s, (size_t)(n > 0 ? n : 0), sizeof *s, desc ? item_desc : item_asc);
+  for (int k = 0; k < n; k++) idx[k] = s[k].i;
+  free(s);
+}
+
+void *cwm_memdup(const void *p, size_t n) {
+  void *q = cwm_xmalloc(n ? n : 1);
+  if (n) memcpy(q, p, n);
+  return q;
 }

@@ -173,25 +173,18 @@ int wm_score_states(cwm_world *w, cwm_state *const *states, int n, double *score
   return rc;
 }
 
-typedef struct {
-  double v;
-  int i;
-} wm_scored;
-
-static int cmp_scored(const void *a, const void *b) {
-  const wm_scored *x = a, *y = b;
-  return (x->v > y->v) - (x->v < y->v);
-}
-
 /* Replaces the valid entries of v by their rank among them, 0 (worst) to 1 (best). */
 static void to_ranks(double *v, int n) {
-  wm_scored *s = cwm_xmalloc(sizeof *s * (size_t)(n ? n : 1));
+  double *val = cwm_xmalloc(sizeof *val * (size_t)(n ? n : 1));
+  int *at = cwm_xmalloc(sizeof *at * (size_t)(n ? n : 1)), *ord = cwm_xmalloc(sizeof *ord * (size_t)(n ? n : 1));
   int m = 0;
   for (int i = 0; i < n; i++)
-    if (v[i] > CWM_SCORE_INVALID) s[m].v = v[i], s[m++].i = i;
-  qsort(s, (size_t)m, sizeof *s, cmp_scored); /* a search batch: thousands of candidates */
-  for (int r = 0; r < m; r++) v[s[r].i] = m > 1 ? (double)r / (m - 1) : 1.0;
-  free(s);
+    if (v[i] > CWM_SCORE_INVALID) val[m] = v[i], at[m++] = i;
+  cwm_argsort(val, m, 0, ord); /* a search batch: thousands of candidates */
+  for (int r = 0; r < m; r++) v[at[ord[r]]] = m > 1 ? (double)r / (m - 1) : 1.0;
+  free(val);
+  free(at);
+  free(ord);
 }
 
 static const wm_group *group_find(const world_cm *m, uint64_t key) {

@@ -1,0 +1,119 @@
+/* lines.c: reading a text file of records a line at a time (logs and trajectory files), with a
+ * bound on a line's length so that a corrupt file cannot make the reader hold it whole. */
+#include "cwm/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cwm_lines {
+  FILE *f;
+  char *path;
+  char *line;
+  size_t cap, max_line;
+  long lineno;
+  char rbuf[1 << 16];
+  size_t rpos, rlen;
+};
+
+cwm_lines *cwm_lines_open(const char *path, const char *what, size_t max_line, cwm_err *err) {
+  FILE *f = cwm_open_read(path, what, err);
+  if (!f) return NULL;
+  cwm_lines *l = cwm_xcalloc(1, sizeof *l);
+  l->f = f;
+  l->path = cwm_xstrdup(path);
+  l->max_line = max_line;
+  l->cap = max_line < (1 << 14) ? max_line + 1 : 1 << 14;
+  l->line = cwm_xmalloc(l->cap);
+  return l;
+}
+
+void cwm_lines_close(cwm_lines *l) {
+  if (!l) return;
+  fclose(l->f);
+  free(l->line);
+  free(l->path);
+  free(l);
+}
+
+long cwm_lines_lineno(const cwm_lines *l) { return l ? l->lineno : 0; }
+const char *cwm_lines_path(const cwm_lines *l) { return l ? l->path : ""; }
+size_t cwm_lines_bufsize(const cwm_lines *l) { return l ? l->cap : 0; }
+
+/* Reads one line (without its '\n', NULs kept) into l->line; 1 ok, 0 end, -1 read error, 2 a
+ * line longer than max_line (its text dropped as it streams by). */
+static int read_line(cwm_lines *l, size_t *len) {
+  size_t n = 0;
+  int too_long = 0, any = 0;
+  for (;;) {
+    if (l->rpos == l->rlen) {
+      l->rlen = fread(l->rbuf, 1, sizeof l->rbuf, l->f);
+      l->rpos = 0;
+      if (l->rlen == 0) {
+        if (ferror(l->f)) return -1;
+        if (!any) return 0;
+        break;
+      }
+    }
+    any = 1;
+    const char *p = l->rbuf + l->rpos;
+    size_t avail = l->rlen - l->rpos;
+    const char *nl = memchr(p, '\n', avail);
+    size_t take = nl ? (size_t)(nl - p) : avail;
+    l->rpos += take + (nl ? 1 : 0);
+    if (!too_long && n + take + 1 > l->cap) {
+      size_t cap = l->cap;
+      while (cap < n + take + 1 && cap < l->max_line + 1) cap *= 2;
+      if (cap > l->max_line + 1) cap = l->max_line + 1;
+      if (n + take + 1 > cap) {
+        too_long = 1;
+      } else {
+        l->line = cwm_xrealloc(l->line, cap);
+        l->cap = cap;
+      }
+    }
+    if (!too_long) {
+      memcpy(l->line + n, p, take);
+      n += take;
+    }
+    if (nl) break;
+  }
+  l->line[too_long ? 0 : n] = 0;
+  *len = too_long ? 0 : n;
+  return too_long ? 2 : 1;
+}
+
+static int is_blank(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v') return 0;
+  return 1;
+}
+
+int cwm_lines_next(cwm_lines *l, const char **line, cwm_err *err) {
+  *line = "";
+  for (;;) {
+    size_t len = 0;
+    errno = 0;
+    int rc = read_line(l, &len);
+    if (rc == 0) return 0;
+    if (rc < 0) {
+      cwm_fail(err, CWM_EIO, "%s: read error after line %ld: %s", l->path, l->lineno, strerror(errno ? errno : EIO));
+      return -1;
+    }
+    l->lineno++;
+    if (rc == 2) {
+      cwm_fail(err, CWM_EPARSE, "longer than %zu bytes", l->max_line);
+      return 2;
+    }
+    while (len && l->line[len - 1] == '\r') l->line[--len] = 0;
+    if (strlen(l->line) != len) {
+      cwm_fail(err, CWM_EPARSE, "contains a NUL byte");
+      return 2;
+    }
+    if (is_blank(l->line, len)) continue;
+    const char *p = l->line;
+    while (*p == ' ' || *p == '\t') p++;
+    *line = p;
+    return 1;
+  }
+}
