@@ -77,6 +77,14 @@ int cwm_lines_next(cwm_lines *l, const char **line, cwm_err *err);
 long cwm_lines_lineno(const cwm_lines *l); /* of the line last returned, from 1 */
 const char *cwm_lines_path(const cwm_lines *l);
 size_t cwm_lines_bufsize(const cwm_lines *l); /* bytes of its line buffer (at most max_line + 1) */
+/* A line's parser: 0 accepts it (out filled), > 0 rejects it as corrupt (e says why), < 0 skips it. */
+typedef int (*cwm_line_parser)(const char *line, void *out, void *ctx, cwm_err *e);
+/* The next line parse accepts: 1, 0 at the end, -1 on a read error. Corrupt lines (parse's, too
+ * long, a NUL byte) are counted and the last one's reason kept; the reader goes on after them. */
+int cwm_lines_parse(cwm_lines *l, cwm_line_parser parse, void *out, void *ctx, cwm_err *err);
+long cwm_lines_nbad(const cwm_lines *l);
+long cwm_lines_last_good(const cwm_lines *l);     /* line number of the last line accepted */
+const char *cwm_lines_last_bad(const cwm_lines *l); /* "line N: why" of the last corrupt line */
 void cwm_lines_close(cwm_lines *l);
 
 /* A set of 64-bit hashes (open addressing, linear probing; a zero-initialised one is empty; the

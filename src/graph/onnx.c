@@ -411,14 +411,12 @@ static int load_constant(ld *L, int ni) {
       v->dtype = CWM_DT_FLOAT;
       v->ndim = 1;
       v->shape[0] = a->n;
-      v->data = cwm_xcalloc(a->n ? (size_t)a->n : 1, sizeof(float));
-      if (a->n) memcpy(v->data, a->floats, (size_t)a->n * sizeof(float));
+      v->data = cwm_memdup(a->floats, (size_t)a->n * sizeof(float));
     } else if (!strcmp(a->name, "value_ints") && a->kind == CWM_ATTR_INTS) {
       v->dtype = CWM_DT_INT64;
       v->ndim = 1;
       v->shape[0] = a->n;
-      v->data = cwm_xcalloc(a->n ? (size_t)a->n : 1, sizeof(int64_t));
-      if (a->n) memcpy(v->data, a->ints, (size_t)a->n * sizeof(int64_t));
+      v->data = cwm_memdup(a->ints, (size_t)a->n * sizeof(int64_t));
     } else {
       continue;
     }

@@ -181,10 +181,8 @@ int cwm_traj_group_by_key(const cwm_traj *t, int n, const unsigned char *skip, i
 
 struct cwm_traj_iter {
   cwm_lines *src;
-  long last_line, nbad;
   double valid_fraction;
   int part;
-  char last_bad[512];
 };
 
 cwm_traj_iter *cwm_traj_iter_open(const char *path, cwm_err *err) {
@@ -201,29 +199,21 @@ void cwm_traj_iter_set_split(cwm_traj_iter *it, double valid_fraction, int part)
   it->part = part;
 }
 
+/* a line's trajectory; one of the other part of the split is skipped */
+static int parse_traj_line(const char *line, void *out, void *ctx, cwm_err *e) {
+  const cwm_traj_iter *it = ctx;
+  cwm_traj *t = out;
+  if (cwm_traj_parse(line, t, e) != 0) return 1;
+  if (it->part != CWM_SPLIT_ALL && cwm_split_part(t->key, it->valid_fraction) != it->part) {
+    cwm_traj_free(t);
+    return -1;
+  }
+  return 0;
+}
+
 int cwm_traj_iter_next(cwm_traj_iter *it, cwm_traj *t, cwm_err *err) {
   memset(t, 0, sizeof *t);
-  if (!it) return 0;
-  for (;;) {
-    const char *line;
-    cwm_err perr = {0};
-    int rc = cwm_lines_next(it->src, &line, &perr);
-    if (rc == 0) return 0;
-    if (rc < 0) {
-      if (err) *err = perr;
-      return -1;
-    }
-    if (rc == 1 && cwm_traj_parse(line, t, &perr) == 0) {
-      if (it->part != CWM_SPLIT_ALL && cwm_split_part(t->key, it->valid_fraction) != it->part) {
-        cwm_traj_free(t);
-        continue;
-      }
-      it->last_line = cwm_lines_lineno(it->src);
-      return 1;
-    }
-    it->nbad++;
-    snprintf(it->last_bad, sizeof it->last_bad, "line %ld: %.480s", cwm_lines_lineno(it->src), perr.msg);
-  }
+  return it ? cwm_lines_parse(it->src, parse_traj_line, t, it, err) : 0;
 }
 
 int cwm_traj_iter_batch(cwm_traj_iter *it, cwm_traj *batch, int max, cwm_err *err) {
@@ -240,9 +230,9 @@ int cwm_traj_iter_batch(cwm_traj_iter *it, cwm_traj *batch, int max, cwm_err *er
   return n;
 }
 
-long cwm_traj_iter_nbad(const cwm_traj_iter *it) { return it ? it->nbad : 0; }
-long cwm_traj_iter_line(const cwm_traj_iter *it) { return it ? it->last_line : 0; }
-const char *cwm_traj_iter_last_bad(const cwm_traj_iter *it) { return it ? it->last_bad : ""; }
+long cwm_traj_iter_nbad(const cwm_traj_iter *it) { return it ? cwm_lines_nbad(it->src) : 0; }
+long cwm_traj_iter_line(const cwm_traj_iter *it) { return it ? cwm_lines_last_good(it->src) : 0; }
+const char *cwm_traj_iter_last_bad(const cwm_traj_iter *it) { return it ? cwm_lines_last_bad(it->src) : ""; }
 size_t cwm_traj_iter_bufsize(const cwm_traj_iter *it) { return it ? cwm_lines_bufsize(it->src) : 0; }
 
 void cwm_traj_iter_close(cwm_traj_iter *it) {

@@ -109,9 +109,6 @@ void cwm_log_close(cwm_log *log) {
 
 struct cwm_log_iter {
   cwm_lines *src;
-  long last_line;
-  int nbad;
-  char last_bad[512];
 };
 
 cwm_log_iter *cwm_log_iter_open(const char *path, cwm_err *err) {
@@ -122,31 +119,19 @@ cwm_log_iter *cwm_log_iter_open(const char *path, cwm_err *err) {
   return it;
 }
 
-int cwm_log_iter_next(cwm_log_iter *it, cwm_record *r, cwm_err *err) {
-  memset(r, 0, sizeof *r);
-  if (!it) return 0;
-  for (;;) {
-    const char *line;
-    cwm_err perr = {0};
-    int rc = cwm_lines_next(it->src, &line, &perr);
-    if (rc == 0) return 0;
-    if (rc < 0) {
-      if (err) *err = perr;
-      return -1;
-    }
-    if (rc == 1 && cwm_record_parse(line, r, &perr) == CWM_OK) {
-      it->last_line = cwm_lines_lineno(it->src);
-      return 1;
-    }
-    it->nbad++;
-    snprintf(it->last_bad, sizeof it->last_bad, "line %ld: %s%.480s", cwm_lines_lineno(it->src),
-             rc == 2 ? "record: " : "", perr.msg);
-  }
+static int parse_record_line(const char *line, void *out, void *ctx, cwm_err *e) {
+  (void)ctx;
+  return cwm_record_parse(line, out, e) == CWM_OK ? 0 : 1;
 }
 
-int cwm_log_iter_nbad(const cwm_log_iter *it) { return it ? it->nbad : 0; }
-long cwm_log_iter_line(const cwm_log_iter *it) { return it ? it->last_line : 0; }
-const char *cwm_log_iter_last_bad(const cwm_log_iter *it) { return it ? it->last_bad : ""; }
+int cwm_log_iter_next(cwm_log_iter *it, cwm_record *r, cwm_err *err) {
+  memset(r, 0, sizeof *r);
+  return it ? cwm_lines_parse(it->src, parse_record_line, r, NULL, err) : 0;
+}
+
+int cwm_log_iter_nbad(const cwm_log_iter *it) { return it ? (int)cwm_lines_nbad(it->src) : 0; }
+long cwm_log_iter_line(const cwm_log_iter *it) { return it ? cwm_lines_last_good(it->src) : 0; }
+const char *cwm_log_iter_last_bad(const cwm_log_iter *it) { return it ? cwm_lines_last_bad(it->src) : ""; }
 
 void cwm_log_iter_close(cwm_log_iter *it) {
   if (!it) return;

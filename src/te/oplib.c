@@ -344,20 +344,23 @@ static void set_name(cwm_workload *w, const char *name, size_t n) {
   w->name[n] = 0;
 }
 
+/* Parses and frees text (NULL: err is already set); a parse error is prefixed by where[0..n). */
+static cwm_workload *parse_owned(char *text, const char *where, size_t n, cwm_err *err) {
+  if (!text) return NULL;
+  cwm_err perr = {0};
+  cwm_workload *w = cwm_workload_parse(text, &perr);
+  free(text);
+  if (!w) cwm_fail(err, perr.code, "%.*s: %s", (int)n, where, perr.msg);
+  return w;
+}
+
 cwm_workload *cwm_workload_from_spec(const char *spec, const char *suite_path, cwm_err *err) {
   if (!spec) spec = "";
   while (is_space(*spec)) spec++;
   if (spec[0] == '@') {
     const char *path = spec + 1;
-    char *text = cwm_read_text(path, err);
-    if (!text) return NULL;
-    cwm_err perr = {0};
-    cwm_workload *w = cwm_workload_parse(text, &perr);
-    free(text);
-    if (!w) {
-      cwm_fail(err, perr.code, "%s: %s", path, perr.msg);
-      return NULL;
-    }
+    cwm_workload *w = parse_owned(cwm_read_text(path, err), path, strlen(path), err);
+    if (!w) return NULL;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     const char *dot = strrchr(base, '.');
@@ -393,15 +396,8 @@ cwm_workload *cwm_workload_from_spec(const char *spec, const char *suite_path, c
       return NULL;
     }
   }
-  char *text = cwm_op_to_text(use, err);
-  if (!text) return NULL;
-  cwm_err perr = {0};
-  cwm_workload *w = cwm_workload_parse(text, &perr);
-  free(text);
-  if (!w) {
-    cwm_fail(err, perr.code, "%.*s: %s", (int)(name_n < 64 ? name_n : 64), name, perr.msg);
-    return NULL;
-  }
+  cwm_workload *w = parse_owned(cwm_op_to_text(use, err), name, name_n < 64 ? name_n : 64, err);
+  if (!w) return NULL;
   set_name(w, name, name_n);
   return w;
 }

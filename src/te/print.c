@@ -55,6 +55,16 @@ static const cwm_expr *arg(const cwm_expr *e, int i) {
   return (e->args && i < e->nargs) ? e->args[i] : NULL;
 }
 
+/* e's arguments, comma-separated, between the two brackets of br */
+static void put_args(cwm_buf *b, const cwm_workload *w, const cwm_op *op, const cwm_expr *e, const char *br) {
+  cwm_buf_putc(b, br[0]);
+  for (int i = 0; i < e->nargs; i++) {
+    if (i) cwm_buf_puts(b, ", ");
+    put_expr(b, w, op, arg(e, i));
+  }
+  cwm_buf_putc(b, br[1]);
+}
+
 static void put_expr(cwm_buf *b, const cwm_workload *w, const cwm_op *op, const cwm_expr *e) {
   if (!e) {
     cwm_buf_puts(b, "?");
@@ -79,21 +89,11 @@ static void put_expr(cwm_buf *b, const cwm_workload *w, const cwm_op *op, const 
   case CWM_X_READ:
     if (e->tensor >= 0 && e->tensor < w->nops) cwm_buf_puts(b, w->ops[e->tensor].name);
     else cwm_buf_printf(b, "?%d", e->tensor);
-    cwm_buf_putc(b, '[');
-    for (int i = 0; i < e->nargs; i++) {
-      if (i) cwm_buf_puts(b, ", ");
-      put_expr(b, w, op, arg(e, i));
-    }
-    cwm_buf_putc(b, ']');
+    put_args(b, w, op, e, "[]");
     break;
   case CWM_X_CALL: case CWM_X_SELECT:
     cwm_buf_puts(b, e->kind == CWM_X_SELECT ? "select" : cwm_fn_name((cwm_fn)e->op));
-    cwm_buf_putc(b, '(');
-    for (int i = 0; i < e->nargs; i++) {
-      if (i) cwm_buf_puts(b, ", ");
-      put_expr(b, w, op, arg(e, i));
-    }
-    cwm_buf_putc(b, ')');
+    put_args(b, w, op, e, "()");
     break;
   case CWM_X_NEG: case CWM_X_NOT: {
     const cwm_expr *x = arg(e, 0);

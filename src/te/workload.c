@@ -83,26 +83,45 @@ static int check_size(parser *p, const tok *at, const char *name, const int *ext
   return 1;
 }
 
-static int parse_input(parser *p) {
-  advance(p); /* input */
-  tok nt = p->cur;
-  if (!room_for_op(p, &nt)) return 0;
-  cwm_op *o = &p->w->ops[p->w->nops];
-  memset(o, 0, sizeof *o);
-  if (!take_tensor_name(p, o->name)) return 0;
-  o->is_input = 1;
-  if (!te_expect_punct(p, '[', "'['")) return 0;
+/* "a:N, b:M, ..." (or, names NULL, "N, M, ...") up to and including the closing punct: the names and
+ * extents, their count in *n */
+static int take_axes(parser *p, const char *opname, char names[][CWM_MAX_NAME], int *extent, int *n, char close,
+                     const char *what) {
+  char expect_next[16], at_most[64];
+  snprintf(expect_next, sizeof expect_next, "',' or '%c'", close);
+  snprintf(at_most, sizeof at_most, "'%c' (at most %d %s)", close, CWM_MAX_DIMS, what);
   for (;;) {
-    if (o->ndim == CWM_MAX_DIMS) {
-      te_expected(p, "']' (at most 8 dimensions)");
+    if (*n == CWM_MAX_DIMS) {
+      te_expected(p, at_most);
       return 0;
     }
-    if (!take_extent(p, &o->shape[o->ndim])) return 0;
-    o->ndim++;
-    if (is_punct(&p->cur, ',')) { advance(p); continue; }
-    if (!te_expect_punct(p, ']', "',' or ']'")) return 0;
-    break;
+    if (names ? !take_axis(p, opname, names[*n], &extent[*n]) : !take_extent(p, &extent[*n])) return 0;
+    (*n)++;
+    if (is_punct(&p->cur, ',')) {
+      advance(p);
+      continue;
+    }
+    return te_expect_punct(p, close, expect_next);
   }
+}
+
+/* the start of an input or compute statement, "NAME [": the new op (not counted yet), or NULL */
+static cwm_op *begin_op(parser *p, tok *nt) {
+  *nt = p->cur;
+  if (!room_for_op(p, nt)) return NULL;
+  cwm_op *o = &p->w->ops[p->w->nops];
+  memset(o, 0, sizeof *o);
+  if (!take_tensor_name(p, o->name)) return NULL;
+  return te_expect_punct(p, '[', "'['") ? o : NULL;
+}
+
+static int parse_input(parser *p) {
+  advance(p); /* input */
+  tok nt;
+  cwm_op *o = begin_op(p, &nt);
+  if (!o) return 0;
+  o->is_input = 1;
+  if (!take_axes(p, o->name, NULL, o->shape, &o->ndim, ']', "dimensions")) return 0;
   if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
   /* `const` marks a weight: the schedule may store it in the layout it reads (src/codegen/layout.c) */
   if (p->cur.kind == T_IDENT && is_word(&p->cur, "const")) {
@@ -114,26 +133,6 @@ static int parse_input(parser *p) {
   return 1;
 }
 
-/* "a:N, b:M, ..." up to and including the closing punct: the names and extents, their count in *n */
-static int take_axes(parser *p, const char *opname, char names[][CWM_MAX_NAME], int *extent, int *n, char close,
-                     const char *what) {
-  char expect_next[16], at_most[64];
-  snprintf(expect_next, sizeof expect_next, "',' or '%c'", close);
-  snprintf(at_most, sizeof at_most, "'%c' (at most %d %s)", close, CWM_MAX_DIMS, what);
-  for (;;) {
-    if (*n == CWM_MAX_DIMS) {
-      te_expected(p, at_most);
-      return 0;
-    }
-    if (!take_axis(p, opname, names[*n], &extent[*n])) return 0;
-    (*n)++;
-    if (is_punct(&p->cur, ',')) {
-      advance(p);
-      continue;
-    }
-    return te_expect_punct(p, close, expect_next);
-  }
-}
 
 static int parse_reduction(parser *p, cwm_op *o) {
   tok kt = p->cur;
@@ -156,13 +155,10 @@ static int parse_reduction(parser *p, cwm_op *o) {
 }
 
 static int parse_compute(parser *p) {
-  tok nt = p->cur;
-  if (!room_for_op(p, &nt)) return 0;
-  cwm_op *o = &p->w->ops[p->w->nops];
-  memset(o, 0, sizeof *o);
-  if (!take_tensor_name(p, o->name)) return 0;
+  tok nt;
+  cwm_op *o = begin_op(p, &nt);
+  if (!o) return 0;
   p->nax = 0;
-  if (!te_expect_punct(p, '[', "'['")) return 0;
   if (!take_axes(p, o->name, o->axis, o->shape, &o->ndim, ']', "axes")) return 0;
   if (!check_size(p, &nt, o->name, o->shape, o->ndim, "tensor")) return 0;
   if (!te_expect_punct(p, '=', "'='")) return 0;

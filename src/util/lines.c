@@ -11,7 +11,8 @@ struct cwm_lines {
   char *path;
   char *line;
   size_t cap, max_line;
-  long lineno;
+  long lineno, last_good, nbad;
+  char last_bad[512];
   char rbuf[1 << 16];
   size_t rpos, rlen;
 };
@@ -117,3 +118,28 @@ int cwm_lines_next(cwm_lines *l, const char **line, cwm_err *err) {
     return 1;
   }
 }
+
+int cwm_lines_parse(cwm_lines *l, cwm_line_parser parse, void *out, void *ctx, cwm_err *err) {
+  for (;;) {
+    const char *line;
+    cwm_err why = {0};
+    int rc = cwm_lines_next(l, &line, &why), prc = 1;
+    if (rc == 0) return 0;
+    if (rc < 0) {
+      if (err) *err = why;
+      return -1;
+    }
+    if (rc == 1) prc = parse(line, out, ctx, &why);
+    if (prc == 0) {
+      l->last_good = l->lineno;
+      return 1;
+    }
+    if (prc < 0) continue;
+    l->nbad++;
+    snprintf(l->last_bad, sizeof l->last_bad, "line %ld: %.480s", l->lineno, why.msg);
+  }
+}
+
+long cwm_lines_nbad(const cwm_lines *l) { return l ? l->nbad : 0; }
+long cwm_lines_last_good(const cwm_lines *l) { return l ? l->last_good : 0; }
+const char *cwm_lines_last_bad(const cwm_lines *l) { return l ? l->last_bad : ""; }
