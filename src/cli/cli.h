@@ -25,6 +25,13 @@ int cli_fail(const cwm_err *e);
 /* Set by SIGINT or SIGTERM once cli_catch_stop has run: long jobs stop after the work in flight
  * (the option structs' stop pointers point here). */
 extern volatile int cli_stop;
+/* Progress lines of a long job on stderr, "cwm CMD: line", unless quiet: the library's progress
+ * callbacks take cli_progress with a cli_say. */
+typedef struct {
+  const char *cmd;
+  int quiet;
+} cli_say;
+void cli_progress(void *ud, const char *line);
 void cli_catch_stop(void);
 int cli_usage(const char *cmd, const char *help, const char *fmt, ...);
 /* Loads --workload (and --suite); prints the error and returns NULL on failure. */

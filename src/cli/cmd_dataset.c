@@ -291,11 +291,6 @@ static const char *MEASURE_HELP =
     "Resumable: a rerun skips the workloads whose N records are in the log and continues a\n"
     "partial one. Ctrl-C stops after the measurements in flight. Progress with ETA on stderr.\n";
 
-
-static void progress(void *ud, const char *line) {
-  if (!*(int *)ud) fprintf(stderr, "cwm dataset measure: %s\n", line);
-}
-
 static int cmd_measure_ds(int argc, char **argv) {
   cli_opt o[] = {{"--workloads", 1, NULL},  {"--per-workload", 1, NULL}, {"--seed", 1, NULL},
                  {"--log", 1, NULL},        {"--population", 1, NULL},   {"--generations", 1, NULL},
@@ -319,8 +314,9 @@ static int cmd_measure_ds(int argc, char **argv) {
   if (co.per_workload < 1 || co.population < 1 || co.generations < 0 || co.measure.repeats < 1)
     return cli_usage("dataset measure", MEASURE_HELP, "--per-workload, --population and --repeats must be positive");
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
-  co.progress = progress;
-  co.progress_ud = &quiet;
+  cli_say say = {"dataset measure", quiet};
+  co.progress = cli_progress;
+  co.progress_ud = &say;
   co.stop = &cli_stop;
   cwm_err e = {0};
   cwm_wl_entry *wl;
@@ -373,8 +369,9 @@ static int cmd_remeasure(int argc, char **argv) {
   ro.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
   if ((rc = cli_tune_protocol(o, NOPT(o), "dataset remeasure", REMEASURE_HELP, &ro.measure))) return rc;
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
-  ro.progress = progress;
-  ro.progress_ud = &quiet;
+  cli_say say = {"dataset remeasure", quiet};
+  ro.progress = cli_progress;
+  ro.progress_ud = &say;
   ro.stop = &cli_stop;
   cli_catch_stop();
   cwm_remeasure_result res;

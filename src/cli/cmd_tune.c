@@ -63,10 +63,6 @@ static const char *TUNE_HELP =
     "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
 
 
-static void progress(void *ud, const char *line) {
-  if (!*(int *)ud) fprintf(stderr, "cwm tune: %s\n", line);
-}
-
 /* --export DIR: the best schedule of the run as DIR/NAME.c, NAME.h and NAME_example.c. */
 static int export_best(const cli_opt *o, int nopt, cwm_task *t, const cwm_workload *w, const cwm_tune_result *res,
                        int quiet) {
@@ -172,8 +168,9 @@ int cmd_tune(int argc, char **argv) {
   if (confirm < 0 || confirm > 64) return cli_usage("tune", TUNE_HELP, "--confirm must be 0..64, not %ld", confirm);
   to.confirm = (int)confirm;
   int quiet = cli_get(o, NOPT(o), "--quiet") != NULL;
-  to.progress = progress;
-  to.progress_ud = &quiet;
+  cli_say say = {"tune", quiet};
+  to.progress = cli_progress;
+  to.progress_ud = &say;
   to.stop = &cli_stop;
   if (to.trials < 1 || to.per_round < 1 || to.population < 1 || to.generations < 0)
     return cli_usage("tune", TUNE_HELP, "--trials, --per-round and --population must be positive");

@@ -77,15 +77,7 @@ static const char *EVAL_HELP =
     "(matmul 1024 and 1023): a model that reads programs, not their spelling, gives tau near 1.\n";
 
 
-static void progress(void *ud, const char *line) {
-  (void)ud;
-  fprintf(stderr, "cwm train: %s\n", line);
-}
 
-static void eprogress(void *ud, const char *line) {
-  (void)ud;
-  fprintf(stderr, "cwm eval: %s\n", line);
-}
 
 static int train_ansor(int argc, char **argv) {
   cli_opt o[] = {{"--records", 1, NULL}, {"--out", 1, NULL}, {"--valid-fraction", 1, NULL}, {"--seed", 1, NULL},
@@ -98,8 +90,8 @@ static int train_ansor(int argc, char **argv) {
   double f = vf ? atof(vf) : 0.15;
   if (!(f >= 0 && f < 1)) return cli_usage("train", TRAIN_HELP, "0 <= --valid-fraction < 1");
   cwm_err e = {0};
-  if (cwm_ansor_pretrain(records, f, (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1), out,
-                         cli_get(o, NOPT(o), "--quiet") ? NULL : progress, NULL, &e))
+  cli_say say = {"train", cli_get(o, NOPT(o), "--quiet") != NULL};
+  if (cwm_ansor_pretrain(records, f, (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1), out, cli_progress, &say, &e))
     return cli_fail(&e);
   fprintf(stderr, "cwm train: ansor model written to %s\n", out);
   return 0;
@@ -176,7 +168,9 @@ int cmd_train(int argc, char **argv) {
   if (ms && mode < 0) return cli_usage("train", TRAIN_HELP, "--mode: rollout, value, no-transition or static, not '%s'", ms);
   if (ms && !ran) return cli_usage("train", TRAIN_HELP, "--mode applies to the ranker (train ranker or all)");
   to.stop = &cli_stop;
-  if (!cli_get(o, NOPT(o), "--quiet")) to.progress = progress;
+  cli_say say = {"train", cli_get(o, NOPT(o), "--quiet") != NULL};
+  to.progress = cli_progress;
+  to.progress_ud = &say;
   cli_catch_stop();
   cwm_err e = {0};
   cwm_world *w = NULL;
@@ -330,7 +324,9 @@ int cmd_eval(int argc, char **argv) {
   eo.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
   eo.speed_candidates = 2000;
   eo.dump_rows = cli_get(o, NOPT(o), "--dump-rows");
-  eo.progress = eprogress;
+  cli_say say = {"eval", 0};
+  eo.progress = cli_progress;
+  eo.progress_ud = &say;
   cwm_err e = {0};
   cwm_world *w = cwm_world_load(mf, &e);
   if (!w) return cli_fail(&e);

@@ -147,3 +147,8 @@ void cli_catch_stop(void) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 }
+
+void cli_progress(void *ud, const char *line) {
+  const cli_say *s = ud;
+  if (!s->quiet) fprintf(stderr, "cwm %s: %s\n", s->cmd, line);
+}

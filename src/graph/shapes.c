@@ -89,10 +89,8 @@ static int infer_slice(ictx *c, cwm_opp *p) {
   return ginf_set_out(c, 0, x->dtype, x->ndim, sh);
 }
 
-static int shape_shape_of(ictx *c, cwm_opp *p, const char *op) {
-  const cwm_value *x = IN(c, 0);
-  int64_t sh[CWM_GRAPH_MAX_DIMS];
-  if (ginf_need(c, 0, "data")) return -1;
+static int shape_shape_of(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
+  int64_t sh[CWM_GRAPH_MAX_DIMS] = {0};
   if (op[1] == 'i') return ginf_set_out(c, 0, CWM_DT_INT64, 0, sh);
   int64_t s = c->g->opset >= 15 ? cwm_gnode_attr_int(NODE, "start", 0) : 0;
   int64_t e = c->g->opset >= 15 ? cwm_gnode_attr_int(NODE, "end", x->ndim) : x->ndim;
@@ -105,7 +103,8 @@ static int shape_shape_of(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, CWM_DT_INT64, 1, sh);
 }
 
-static int shape_constant_of_shape(ictx *c, cwm_opp *p, const char *op) {
+static int shape_constant_of_shape(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
+  (void)x;
   (void)op;
   int64_t v[CWM_GRAPH_MAX_DIMS];
   int n;
@@ -122,9 +121,8 @@ static int shape_constant_of_shape(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, dt, n, v);
 }
 
-static int shape_range(ictx *c, cwm_opp *p, const char *op) {
+static int shape_range(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
   (void)p, (void)op;
-  const cwm_value *x = IN(c, 0);
   for (int k = 0; k < 3; k++) {
     const cwm_value *r = IN(c, k);
     if (!r) FAIL("input %d is missing", k);
@@ -150,11 +148,9 @@ static int shape_range(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, x->dtype, 1, &len);
 }
 
-static int shape_flatten(ictx *c, cwm_opp *p, const char *op) {
+static int shape_flatten(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
   (void)p, (void)op;
-  const cwm_value *x = IN(c, 0);
   int64_t sh[CWM_GRAPH_MAX_DIMS];
-  if (ginf_need(c, 0, "data")) return -1;
   int r = x->ndim;
   int64_t a = cwm_gnode_attr_int(NODE, "axis", 1);
   if (a < -r || a > r) FAIL("axis %lld is out of range for rank %d", (long long)a, r);
@@ -164,13 +160,11 @@ static int shape_flatten(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, x->dtype, 2, sh);
 }
 
-static int shape_transpose(ictx *c, cwm_opp *p, const char *op) {
+static int shape_transpose(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
   (void)op;
-  const cwm_value *x = IN(c, 0);
   int64_t sh[CWM_GRAPH_MAX_DIMS], v[CWM_GRAPH_MAX_DIMS];
   int n;
   char vs[128];
-  if (ginf_need(c, 0, "data")) return -1;
   int r = x->ndim;
   if (ginf_attr_ints(c, "perm", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
   if (n < 0) {
@@ -188,13 +182,11 @@ static int shape_transpose(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, x->dtype, r, sh);
 }
 
-static int shape_squeeze(ictx *c, cwm_opp *p, const char *op) {
+static int shape_squeeze(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
   (void)p;
-  const cwm_value *x = IN(c, 0);
   int64_t sh[CWM_GRAPH_MAX_DIMS], v[CWM_GRAPH_MAX_DIMS];
   int n;
   char xs[96];
-  if (ginf_need(c, 0, "data")) return -1;
   cwm_value_shape_str(x, xs, sizeof xs);
   int r = x->ndim;
   if (ginf_get_axes(c, c->g->opset >= 13, 1, v, &n)) return -1;
@@ -217,12 +209,10 @@ static int shape_squeeze(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, x->dtype, nd, sh);
 }
 
-static int shape_concat(ictx *c, cwm_opp *p, const char *op) {
+static int shape_concat(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
   (void)op;
-  const cwm_value *x = IN(c, 0);
   int64_t sh[CWM_GRAPH_MAX_DIMS];
   char xs[96], vs[128];
-  if (ginf_need(c, 0, "data")) return -1;
   cwm_value_shape_str(x, xs, sizeof xs);
   int r = x->ndim;
   const cwm_attr *aa = cwm_gnode_attr(NODE, "axis");
@@ -248,11 +238,9 @@ static int shape_concat(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, x->dtype, r, sh);
 }
 
-static int shape_gather(ictx *c, cwm_opp *p, const char *op) {
+static int shape_gather(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
   (void)op;
-  const cwm_value *x = IN(c, 0);
   int64_t sh[CWM_GRAPH_MAX_DIMS];
-  if (ginf_need(c, 0, "data")) return -1;
   int r = x->ndim;
   const cwm_value *ix = IN(c, 1);
   if (!ix) FAIL("input 1 (indices) is missing");
@@ -275,30 +263,21 @@ static int shape_gather(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, x->dtype, nd, sh);
 }
 
-static int shape_expand(ictx *c, cwm_opp *p, const char *op) {
-  (void)p, (void)op;
-  const cwm_value *x = IN(c, 0);
+/* Expand (broadcast to a constant shape) and Tile (constant repeats per axis) */
+static int shape_expand_tile(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
+  (void)p;
+  int tile = !strcmp(op, "Tile");
   int64_t sh[CWM_GRAPH_MAX_DIMS], v[CWM_GRAPH_MAX_DIMS];
-  int n;
-  char xs[96], vs[128];
-  if (ginf_need(c, 0, "data")) return -1;
-  cwm_value_shape_str(x, xs, sizeof xs);
-  int r = x->ndim;
-  if (ginf_const_ints(c, 1, "shape", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
-  int nd;
-  ginf_shape_str(n, v, vs, sizeof vs);
-  if (ginf_bcast(r, x->shape, n, v, &nd, sh)) FAIL("input %s does not broadcast to shape %s", xs, vs);
-  return ginf_set_out(c, 0, x->dtype, nd, sh);
-}
-
-static int shape_tile(ictx *c, cwm_opp *p, const char *op) {
-  (void)p, (void)op;
-  const cwm_value *x = IN(c, 0);
-  int64_t sh[CWM_GRAPH_MAX_DIMS], v[CWM_GRAPH_MAX_DIMS];
-  int n;
-  if (ginf_need(c, 0, "data")) return -1;
-  int r = x->ndim;
-  if (ginf_const_ints(c, 1, "repeats", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
+  int n, r = x ? x->ndim : 0;
+  if (ginf_const_ints(c, 1, tile ? "repeats" : "shape", v, CWM_GRAPH_MAX_DIMS, &n)) return -1;
+  if (!tile) {
+    char xs[96], vs[128];
+    int nd;
+    cwm_value_shape_str(x, xs, sizeof xs);
+    ginf_shape_str(n, v, vs, sizeof vs);
+    if (ginf_bcast(r, x->shape, n, v, &nd, sh)) FAIL("input %s does not broadcast to shape %s", xs, vs);
+    return ginf_set_out(c, 0, x->dtype, nd, sh);
+  }
   if (n != r) FAIL("repeats has %d entries for an input of rank %d", n, r);
   for (int d = 0; d < r; d++) {
     if (v[d] < 0 || v[d] > CWM_GRAPH_MAX_NUMEL || (v[d] && x->shape[d] > CWM_GRAPH_MAX_NUMEL / v[d]))
@@ -308,12 +287,10 @@ static int shape_tile(ictx *c, cwm_opp *p, const char *op) {
   return ginf_set_out(c, 0, x->dtype, r, sh);
 }
 
-static int shape_split(ictx *c, cwm_opp *p, const char *op) {
+static int shape_split(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
   (void)op;
-  const cwm_value *x = IN(c, 0);
   int64_t sh[CWM_GRAPH_MAX_DIMS];
   char vs[128];
-  if (ginf_need(c, 0, "data")) return -1;
   int r = x->ndim;
   int a, no = NODE->nout;
   if (ginf_norm_axis(c, cwm_gnode_attr_int(NODE, "axis", 0), r, &a)) return -1;
@@ -350,22 +327,22 @@ static int shape_split(ictx *c, cwm_opp *p, const char *op) {
   return 0;
 }
 
-static int shape_reshape(ictx *c, cwm_opp *p, const char *op) {
-  (void)p, (void)op;
+static int shape_reshape(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
+  (void)p, (void)op, (void)x;
   return infer_reshape(c);
 }
 
-static int shape_slice(ictx *c, cwm_opp *p, const char *op) {
-  (void)op;
-  if (ginf_need(c, 0, "data")) return -1;
+static int shape_slice(ictx *c, cwm_opp *p, const char *op, const cwm_value *x) {
+  (void)op, (void)x;
   return infer_slice(c, p);
 }
 
-/* One function per op; each reads its parameters into p and sets the outputs' dtypes and shapes. */
+/* One function per op; each reads its parameters into p and sets the outputs' dtypes and shapes.
+ * x is input 0 (checked present for the ops that read data). */
 int ginf_structural(ictx *c, cwm_opp *p, const char *op) {
   static const struct {
     const char *op;
-    int (*fn)(ictx *c, cwm_opp *p, const char *op);
+    int (*fn)(ictx *c, cwm_opp *p, const char *op, const cwm_value *x);
   } ops[] = {
       {"Shape", shape_shape_of},
       {"Size", shape_shape_of},
@@ -379,11 +356,16 @@ int ginf_structural(ictx *c, cwm_opp *p, const char *op) {
       {"Unsqueeze", shape_squeeze},
       {"Concat", shape_concat},
       {"Gather", shape_gather},
-      {"Expand", shape_expand},
-      {"Tile", shape_tile},
+      {"Expand", shape_expand_tile},
+      {"Tile", shape_expand_tile},
       {"Split", shape_split},
   };
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-    if (!strcmp(ops[i].op, op)) return ops[i].fn(c, p, op);
+    if (!strcmp(ops[i].op, op)) {
+      /* every op but these reads a data input first */
+      int data = strcmp(op, "ConstantOfShape") && strcmp(op, "Range");
+      if (data && ginf_need(c, 0, "data")) return -1;
+      return ops[i].fn(c, p, op, IN(c, 0));
+    }
   FAIL("internal: no inference for %s", op);
 }

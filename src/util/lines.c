@@ -8,21 +8,22 @@
 
 struct cwm_lines {
   FILE *f;
-  char *path;
   char *line;
   size_t cap, max_line;
   long lineno, last_good, nbad;
   char last_bad[512];
   char rbuf[1 << 16];
   size_t rpos, rlen;
+  char path[]; /* the file's path, allocated with the reader */
 };
 
 cwm_lines *cwm_lines_open(const char *path, const char *what, size_t max_line, cwm_err *err) {
   FILE *f = cwm_open_read(path, what, err);
   if (!f) return NULL;
-  cwm_lines *l = cwm_xcalloc(1, sizeof *l);
+  size_t np = strlen(path) + 1;
+  cwm_lines *l = cwm_xcalloc(1, sizeof *l + np);
+  memcpy(l->path, path, np);
   l->f = f;
-  l->path = cwm_xstrdup(path);
   l->max_line = max_line;
   l->cap = max_line < (1 << 14) ? max_line + 1 : 1 << 14;
   l->line = cwm_xmalloc(l->cap);
@@ -33,7 +34,6 @@ void cwm_lines_close(cwm_lines *l) {
   if (!l) return;
   fclose(l->f);
   free(l->line);
-  free(l->path);
   free(l);
 }
 
