@@ -3,7 +3,7 @@
 # machine they were measured on only if they are kept: `save` packs them into
 # report/paper-logs.tar.xz (commit it with REPORT.md), `restore` unpacks that archive into
 # bench-out/paper without overwriting a log that is already there, so `./build/paper_cpu`
-# resumes where the archived runs stopped (the 10,000-trial part takes more than a session).
+# resumes where the archived runs stopped (the 10,000-trial part takes hours).
 #   scripts/paper-logs.sh save|restore [DIR [ARCHIVE]]
 #     DIR: default bench-out/paper; ARCHIVE: default report/paper-logs.tar.xz (the logs of
 #     bench/tune_suite's runs are kept the same way: DIR bench-out/ts, ARCHIVE
