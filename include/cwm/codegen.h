@@ -2,12 +2,16 @@
  * splits, local buffers for cache stages, OpenMP for parallel loops, simd/unroll pragmas, and
  * Ansor's layout rewrite: an input marked `const` (a weight) that one reduction stage reads is
  * taken by the kernel in the order that stage's loops walk it, with a conversion function run
- * once outside the kernel. The same walk prints the TensorIR-like text of cwm_state_print
- * (declared in state.h), where such an input's placeholder line shows its layout. */
+ * once outside the kernel. The same walk prints the TensorIR-like text of cwm_state_print,
+ * where such an input's placeholder line shows its layout. */
 #ifndef CWM_CODEGEN_H
 #define CWM_CODEGEN_H
 
 #include "cwm/state.h"
+
+/* The printed state: deterministic TensorIR-like text (what the world model's encoder reads).
+ * Owned string. */
+char *cwm_state_print(const cwm_state *s);
 
 typedef struct {
   int reference;        /* straightforward kernel, double accumulation (initial state only) */

@@ -2,8 +2,8 @@
  * A cwm_dag wraps a parsed workload plus the tensors that steps create (cache stages, rfactor
  * stages); a cwm_state is the schedule: stages, their iterator graphs, where each is computed.
  * States are built from the initial state by applying steps; every step validates itself and
- * fails with a message. The printer and the lowered loop nest (nest.c) live here too, because
- * bound inference is a property of a state. */
+ * fails with a message. Printing a state and lowering it to code are the code generator's
+ * (codegen.h: cwm_state_print, cwm_codegen), because both walk the lowered loop nest. */
 #ifndef CWM_STATE_H
 #define CWM_STATE_H
 
@@ -151,12 +151,9 @@ int cwm_stage_is_placeholder(const cwm_state *s, int stage);
 const cwm_op *cwm_stage_op(const cwm_state *s, int stage);      /* the tensor written */
 const cwm_op *cwm_stage_body_op(const cwm_state *s, int stage); /* axes and body */
 
-/* The printed state: deterministic TensorIR-like text. Owned string. */
-char *cwm_state_print(const cwm_state *s);
-
-/* Steps as text: one JSON array per step (Ansor's record layout), and a list as "[step, ...]". */
 /* A step of kind k on stage, every other field zero. */
 cwm_step cwm_step_of(cwm_step_kind k, int stage);
+/* Steps as text: one JSON array per step (Ansor's record layout), and a list as "[step, ...]". */
 void cwm_step_print(const cwm_step *st, cwm_buf *out);
 void cwm_steps_print(const cwm_step *steps, int n, cwm_buf *out);
 const char *cwm_step_kind_name(cwm_step_kind k);

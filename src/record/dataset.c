@@ -3,6 +3,7 @@
  * cache for replaying. It knows nothing of models or measuring. */
 #define _GNU_SOURCE
 #include "cwm/dataset.h"
+#include "cwm/codegen.h"
 
 #include <cJSON.h>
 #include <errno.h>

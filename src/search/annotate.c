@@ -2,6 +2,7 @@
  * compute locations for its untiled stages, a fused parallel outer loop, an auto-unroll pragma
  * and a fused vectorized inner loop; then candidates are sampled and deduplicated. */
 #include "cwm/sketch.h"
+#include "cwm/codegen.h"
 
 #include <limits.h>
 #include <stdlib.h>

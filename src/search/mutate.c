@@ -2,6 +2,7 @@
  * granularity) as edits of a complete state's step list followed by a replay, so a mutant is
  * valid exactly when its steps are. */
 #include "cwm/sketch.h"
+#include "cwm/codegen.h"
 
 #include <limits.h>
 #include <stdlib.h>
