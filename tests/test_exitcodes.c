@@ -163,6 +163,17 @@ int main(void) {
   /* the measuring protocol: out of range is a usage error; otherwise every record holds that
    * many repeats and the summary says which protocol measured them */
   expect("zero repeats", NULL, TUNE(W, "--model", "random", "--repeats", "0"), CWM_EUSAGE, "--repeats");
+  /* the compile cache: a bad bound is a usage error; another user's directory is refused */
+  expect("cache bound not a number", NULL, TUNE(W, "--model", "random", "--cache-max-mb", "lots"), CWM_EUSAGE,
+         "--cache-max-mb");
+  if (geteuid() == 0) {
+    char theirs[160];
+    snprintf(theirs, sizeof theirs, "%s/their-cache", g_dir);
+    mkdir(theirs, 0700);
+    CHECK(chown(theirs, 65534, 65534) == 0);
+    expect("cache of another user", NULL, TUNE(W, "--model", "random", "--cache-dir", theirs), CWM_EIO,
+           "belongs to uid 65534");
+  }
   expect("negative repeat time", NULL, TUNE(W, "--model", "random", "--min-repeat-ms", "-5"), CWM_EUSAGE,
          "--min-repeat-ms");
   {

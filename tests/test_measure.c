@@ -6,6 +6,7 @@
 #include "testlib.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define N 1000
@@ -457,6 +459,101 @@ static void test_infrastructure(void) {
   CHECK(rc == CWM_EIO);
 }
 
+static int file_exists(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0;
+}
+
+static void age_file(const char *p, long seconds) {
+  struct timespec t[2];
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= seconds;
+  t[1] = t[0];
+  utimensat(AT_FDCWD, p, t, 0);
+}
+
+/* The cache: a private directory, sealed entries (a damaged object is rebuilt, not loaded), the
+ * size bound (least recently used first) and stale temporaries. */
+static void test_cache(void) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/cache-a", g_dir);
+  cwm_measure_opts o = opts();
+  o.cache_dir = dir;
+  cwm_candidate c[1] = {cand(ADD_BODY("cache_add"), "cache_add")};
+  char *so[1];
+  cwm_result res[1];
+  cwm_err err = {0};
+  int rc = cwm_build(&o, c, 1, so, res, &err);
+  CHECKF(rc == CWM_OK && so[0], "rc %d: %s", rc, err.msg);
+  struct stat sb;
+  CHECK(stat(dir, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+  char sum[4300];
+  snprintf(sum, sizeof sum, "%.*s.sum", so[0] ? (int)strlen(so[0]) - 3 : 0, so[0] ? so[0] : "");
+  CHECKF(file_exists(sum), "no seal %s", sum);
+
+  /* a truncated object is rebuilt, and the rebuilt one runs */
+  if (so[0]) {
+    CHECK(truncate(so[0], 100) == 0);
+    long runs = cwm_measure_compiler_runs();
+    char *so2[1];
+    rc = cwm_build(&o, c, 1, so2, res, &err);
+    CHECKF(rc == CWM_OK && so2[0] && cwm_measure_compiler_runs() == runs + 1, "rc %d: %s", rc, err.msg);
+    CHECK(stat(so[0], &sb) == 0 && sb.st_size > 100);
+    cwm_result mr[1];
+    rc = cwm_measure(&o, c, 1, NULL, mr, &err);
+    CHECKF(rc == CWM_OK && mr[0].error == CWM_MERR_NONE, "rc %d error %d: %s", rc, mr[0].error, mr[0].msg);
+    /* and an intact one is a hit: nothing compiled */
+    runs = cwm_measure_compiler_runs();
+    rc = cwm_build(&o, c, 1, so2, res, &err);
+    CHECK(rc == CWM_OK && cwm_measure_compiler_runs() == runs);
+    free(so2[0]);
+  }
+
+  /* a directory open to others is made private; one of another user is refused */
+  chmod(dir, 0777);
+  free(so[0]);
+  rc = cwm_build(&o, c, 1, so, res, &err);
+  CHECK(rc == CWM_OK && stat(dir, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+  if (geteuid() == 0) {
+    char other[4200];
+    snprintf(other, sizeof other, "%s/cache-nobody", g_dir);
+    mkdir(other, 0700);
+    CHECK(chown(other, 65534, 65534) == 0);
+    o.cache_dir = other;
+    char *so3[1];
+    rc = cwm_build(&o, c, 1, so3, res, &err);
+    CHECKF(rc == CWM_EIO && strstr(err.msg, "belongs to uid 65534"), "rc %d: %s", rc, err.msg);
+    o.cache_dir = dir;
+  } else {
+    printf("skipped: a cache directory of another user (needs root to make one)\n");
+  }
+
+  /* the bound: 1 MB of old objects goes, least recently used first; the seal goes with its object */
+  char old1[4300], old2[4300], tmpold[4300], tmpnew[4300];
+  snprintf(old1, sizeof old1, "%s/00000000000000a1.so", dir);
+  snprintf(old2, sizeof old2, "%s/00000000000000a2.so", dir);
+  char *blob = cwm_xcalloc(1, 700 << 10);
+  cwm_write_file_atomic(old1, blob, 700 << 10, NULL);
+  cwm_write_file_atomic(old2, blob, 700 << 10, NULL);
+  free(blob);
+  age_file(old1, 7200);
+  age_file(old2, 3600);
+  snprintf(tmpold, sizeof tmpold, "%s/.tmp-1-1.c", dir);
+  snprintf(tmpnew, sizeof tmpnew, "%s/.tmp-1-2.c", dir);
+  cwm_write_file_atomic(tmpold, "x", 1, NULL);
+  cwm_write_file_atomic(tmpnew, "x", 1, NULL);
+  age_file(tmpold, 7200);
+  o.cache_max_mb = 1;
+  cwm_measure_cache_tidy(&o);
+  CHECK(!file_exists(old1));     /* the oldest goes first */
+  CHECK(file_exists(old2));      /* and no more than the bound needs */
+  CHECK(!file_exists(tmpold));   /* a temporary of a killed run */
+  CHECK(file_exists(tmpnew));    /* a temporary that may be in use stays */
+  CHECK(so[0] && file_exists(so[0])); /* the object just used is the newest */
+  unlink(tmpnew);
+  free(so[0]);
+}
+
 int main(void) {
   const char *base = getenv("CWM_CACHE_DIR");
   if (!base || !*base) base = "/tmp";
@@ -480,6 +577,7 @@ int main(void) {
   }
   test_hog();
   test_infrastructure();
+  test_cache();
   cwm_reference_free(ref);
 
   /* The parent is as it was: no descriptor leaked, no child left, no limit changed, and no

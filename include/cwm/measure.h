@@ -60,7 +60,10 @@ typedef struct {
   double tol;             /* tolerance factor, see cwm_measure_check; default 1e-5 */
   const char *cc;         /* default "gcc" */
   const char *cflags;     /* default "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared" */
-  const char *cache_dir;  /* default NULL: /tmp/cwm-cache (the CLI sets $CWM_CACHE_DIR or ~/.cache/cwm) */
+  const char *cache_dir;  /* default NULL: /tmp/cwm-cache-<uid> (the CLI: --cache-dir, $CWM_CACHE_DIR or
+                             ~/.cache/cwm); created 0700, refused when another user owns it */
+  long cache_max_mb;      /* the cache is trimmed to 80% of this, least recently used first; default
+                             2048, 0: no bound */
   unsigned long long seed;/* input data seed; default 1 */
   int verbose;
 } cwm_measure_opts;
@@ -106,10 +109,13 @@ int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const 
 int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **so_path,
               cwm_result *res, cwm_err *err);
 
-/* The cache directory o would use: o->cache_dir, else /tmp/cwm-cache. */
+/* The cache directory o would use: o->cache_dir, else /tmp/cwm-cache-<uid>. */
 const char *cwm_measure_cache_dir(const cwm_measure_opts *o);
 /* Compiler processes this process has started so far (tests use it to tell a cache hit). */
 long cwm_measure_compiler_runs(void);
+/* Trims the cache now (the builder does it on its first build and then every 64 new objects):
+ * compiler temporaries over an hour old, and least recently used entries beyond o->cache_max_mb. */
+void cwm_measure_cache_tidy(const cwm_measure_opts *o);
 /* Wall seconds this process has spent in cwm_measure building (compilers) and running (timing
  * children) so far; either pointer may be NULL. */
 void cwm_measure_seconds(double *build_s, double *run_s);

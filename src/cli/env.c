@@ -26,12 +26,66 @@ void cli_env_apply(void) {
   if ((v = var("CWM_VEC_LANES")) && (!strcmp(v, "8") || !strcmp(v, "16"))) cwm_codegen_set_lanes(atoi(v));
 }
 
+static const char *g_cache_dir; /* --cache-dir */
+static long g_cache_max_mb = -1; /* --cache-max-mb */
+
+int cli_cache_opts(int *argc, char **argv) {
+  int out = 0;
+  for (int i = 0; i < *argc; i++) {
+    const char *a = argv[i], *val = NULL;
+    int takes = 0;
+    for (int k = 0; k < 2; k++) {
+      const char *name = k ? "--cache-max-mb" : "--cache-dir";
+      size_t n = strlen(name);
+      if (!strcmp(a, name)) {
+        if (i + 1 >= *argc) {
+          fprintf(stderr, "cwm: %s needs a value\n", name);
+          return CWM_EUSAGE;
+        }
+        val = argv[i + 1];
+        takes = 2;
+      } else if (!strncmp(a, name, n) && a[n] == '=') {
+        val = a + n + 1;
+        takes = 1;
+      }
+      if (!takes) continue;
+      if (k == 0) {
+        if (!*val) {
+          fprintf(stderr, "cwm: --cache-dir needs a directory\n");
+          return CWM_EUSAGE;
+        }
+        g_cache_dir = val;
+      } else {
+        char *end;
+        long mb = strtol(val, &end, 10);
+        if (*end || end == val || mb < 0 || mb > (1L << 30)) {
+          fprintf(stderr, "cwm: --cache-max-mb must be a number of MB (0: no bound), not '%s'\n", val);
+          return CWM_EUSAGE;
+        }
+        g_cache_max_mb = mb;
+      }
+      break;
+    }
+    if (takes) {
+      i += takes - 1;
+      continue;
+    }
+    argv[out++] = argv[i];
+  }
+  *argc = out;
+  argv[out] = NULL;
+  return 0;
+}
+
 void cli_env_measure(cwm_measure_opts *mo) {
   /* the options keep the pointer, so the directory lives as long as the process */
   static char home_dir[4096];
   const char *v;
   if ((v = var("CC"))) mo->cc = v;
-  if ((v = var("CWM_CACHE_DIR"))) {
+  if (g_cache_max_mb >= 0) mo->cache_max_mb = g_cache_max_mb;
+  if (g_cache_dir) {
+    mo->cache_dir = g_cache_dir;
+  } else if ((v = var("CWM_CACHE_DIR"))) {
     mo->cache_dir = v;
   } else if ((v = var("HOME"))) {
     snprintf(home_dir, sizeof home_dir, "%s/.cache/cwm", v);

@@ -9,7 +9,11 @@
 /* Process-wide settings: CWM_XGBOOST_LIB, CWM_OPENBLAS_LIB, CWM_MODEL, CWM_SUITE, CWM_VEC_LANES.
  * Call it first thing in main, before any thread starts. */
 void cli_env_apply(void);
-/* CC and CWM_CACHE_DIR (else $HOME/.cache/cwm) into measure options just defaulted. */
+/* Takes --cache-dir DIR and --cache-max-mb N (or --opt=value) out of argv, wherever they stand,
+ * for cli_env_measure; CWM_EUSAGE (printed) on a bad value. */
+int cli_cache_opts(int *argc, char **argv);
+/* CC, the cache directory (--cache-dir, else CWM_CACHE_DIR, else $HOME/.cache/cwm) and
+ * --cache-max-mb into measure options just defaulted. */
 void cli_env_measure(cwm_measure_opts *mo);
 /* CWM_REGISTER_TILE=0 into sampling options just defaulted. */
 void cli_env_space(cwm_space_opts *so);

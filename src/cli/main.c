@@ -37,11 +37,17 @@ static const char *USAGE =
     "  8 nothing could be scheduled or measured   9 model file bad   10 runtime library missing\n"
     "  70 internal error\n"
     "\n"
+    "options of every command that compiles kernels:\n"
+    "  --cache-dir DIR    the compile cache (overrides CWM_CACHE_DIR); it must be yours: it is\n"
+    "                     created 0700 and refused when another user owns it\n"
+    "  --cache-max-mb N   the cache is trimmed to 80% of N MB, least recently used kernels\n"
+    "                     first (default 2048; 0: no bound)\n"
+    "\n"
     "environment:\n"
     "  CWM_SUITE          the suite file (default: the source tree's bench/suite.tsv, else bench/suite.tsv)\n"
     "  CWM_MODEL          the world model file when no --model-file is given\n"
     "  CWM_CACHE_DIR      where kernels are compiled and cached (default $HOME/.cache/cwm)\n"
-    "  HOME               the default cache is under it; without it, /tmp/cwm-cache\n"
+    "  HOME               the default cache is under it; without it, /tmp/cwm-cache-<uid>\n"
     "  CC                 the C compiler for kernels (default gcc)\n"
     "  CWM_VEC_LANES      8 or 16: the register tiles' vector lanes (default 16 where the CPU has AVX-512)\n"
     "  CWM_REGISTER_TILE  0 turns off the sampler's register-tile prior\n"
@@ -69,6 +75,8 @@ int cli_usage(const char *cmd, const char *help, const char *fmt, ...) {
 
 int main(int argc, char **argv) {
   cli_env_apply();
+  int rc = cli_cache_opts(&argc, argv);
+  if (rc) return rc;
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(USAGE, argc < 2 ? stderr : stdout);
     return argc < 2 ? CWM_EUSAGE : 0;

@@ -2,7 +2,7 @@
  * directory keyed by source hash, compiling batches of kernels in parallel compiler processes
  * (fork/execvp, never a shell) with a time-out each, and retrying a failed batch member by member. */
 #define _GNU_SOURCE
-#include "cwm/measure.h"
+#include "measure_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,13 +33,9 @@ void cwm_measure_opts_default(cwm_measure_opts *o) {
                           .build_timeout_s = 60, .mem_limit_mb = 4096, .build_jobs = ncpu > 0 ? (int)ncpu : 1,
                           .batch = 4, .check = 1, .tol = 1e-5, .cc = "gcc",
                           .cflags = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared",
-                          .seed = 1};
+                          .cache_max_mb = 2048, .seed = 1};
 }
 
-const char *cwm_measure_cache_dir(const cwm_measure_opts *o) {
-  if (o && o->cache_dir && *o->cache_dir) return o->cache_dir;
-  return "/tmp/cwm-cache";
-}
 
 const char *cwm_merr_name(int e) {
   static const char *const names[] = {"none",          "instantiation", "compile_host",
@@ -249,6 +245,7 @@ typedef struct {
   job_t **jobs;
   int njobs, capjobs;
   double timeout;
+  int installed; /* objects put into the cache by this build */
 } build_t;
 
 static void tmp_names(build_t *b, job_t *j) {
@@ -374,7 +371,9 @@ static int install(build_t *b, job_t *j, cwm_err *err) {
       unlink(tmp);
       return cwm_fail(err, CWM_EIO, "%s: cannot rename into place: %s", b->final[i], strerror(e));
     }
+    cache_seal(b->final[i]);
     b->so_path[i] = cwm_xstrdup(b->final[i]);
+    b->installed++;
   }
   return CWM_OK;
 }
@@ -510,18 +509,6 @@ static int run_jobs(build_t *b, cwm_err *err) {
   return rc;
 }
 
-/* Creating a file is the only honest probe: mkdir -p succeeds on an existing read-only
- * directory, and access() judges by the real uid (root passes it where writes still fail). */
-static int check_writable(const char *dir, cwm_err *err) {
-  char probe[PATH_CAP + 32];
-  snprintf(probe, sizeof probe, "%s/.probe-XXXXXX", dir);
-  int fd = mkstemp(probe);
-  if (fd < 0)
-    return cwm_fail(err, CWM_EIO, "cache directory %s is not writable: %s", dir, strerror(errno));
-  close(fd);
-  unlink(probe);
-  return CWM_OK;
-}
 
 static uint64_t cand_key(const cwm_measure_opts *o, const cwm_candidate *c) {
   cwm_buf k;
@@ -558,8 +545,7 @@ int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **s
   b.res = res;
   b.dir = cwm_measure_cache_dir(o);
   b.timeout = o->build_timeout_s > 0 ? o->build_timeout_s : 60;
-  int rc = cwm_mkdir_p(b.dir, err);
-  if (rc == CWM_OK) rc = check_writable(b.dir, err);
+  int rc = cache_prepare(b.dir, err);
   if (rc) {
     if (err && err->code == CWM_EIO && !strstr(err->msg, b.dir)) {
       char m[sizeof err->msg];
@@ -594,8 +580,7 @@ int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **s
     char hex[17];
     cwm_hash_hex(key[i], hex);
     snprintf(b.final[i], PATH_CAP, "%s/%s.so", b.dir, hex);
-    struct stat sb;
-    if (stat(b.final[i], &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+    if (cache_hit(b.final[i])) {
       so_path[i] = cwm_xstrdup(b.final[i]);
       continue;
     }
@@ -627,6 +612,12 @@ int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **s
   free(taken);
 
   rc = run_jobs(&b, err);
+  /* the first build of a process, then every 64 new objects */
+  static long since_tidy = -1;
+  if (since_tidy < 0 || (since_tidy += b.installed) >= 64) {
+    cache_tidy(b.dir, o->cache_max_mb);
+    since_tidy = 0;
+  }
 
   for (int i = 0; i < n; i++) {
     int w = owner[i];
