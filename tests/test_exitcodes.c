@@ -163,6 +163,13 @@ int main(void) {
   /* the measuring protocol: out of range is a usage error; otherwise every record holds that
    * many repeats and the summary says which protocol measured them */
   expect("zero repeats", NULL, TUNE(W, "--model", "random", "--repeats", "0"), CWM_EUSAGE, "--repeats");
+  /* endless inputs are refused at a bound, not read until memory runs out */
+  expect("steps from /dev/zero", NULL,
+         (const char *const[]){"cwm", "replay", "--workload", W, "--steps", "/dev/zero", NULL}, CWM_EIO, "larger than");
+  expect("workload from /dev/zero", NULL, (const char *const[]){"cwm", "show", "--workload", "@/dev/zero", NULL},
+         CWM_EIO, "larger than");
+  expect("model file /dev/zero", NULL, TUNE(W, "--model", "world", "--model-file", "/dev/zero"), CWM_EMODEL,
+         "larger than");
   /* the compile cache: a bad bound is a usage error; another user's directory is refused */
   expect("cache bound not a number", NULL, TUNE(W, "--model", "random", "--cache-max-mb", "lots"), CWM_EUSAGE,
          "--cache-max-mb");

@@ -150,10 +150,13 @@ void *cwm_memdup(const void *p, size_t n);
 /* Opens a file for reading (close on exec); an empty path, a file that cannot be opened and a
  * directory are errors that name `what` (empty) or the path. */
 FILE *cwm_open_read(const char *path, const char *what, cwm_err *err);
-/* Reads a whole file; returns NULL and fills err on failure. */
+/* Reads a whole file of at most max bytes (a longer one, /dev/zero say, is an error, found
+ * without reading more than max); returns NULL and fills err on failure. */
+char *cwm_read_file_max(const char *path, size_t max, size_t *len, cwm_err *err);
+/* cwm_read_file_max with 2 GB, the most an ONNX file can hold. */
 char *cwm_read_file(const char *path, size_t *len, cwm_err *err);
-/* Reads a whole text file: a NUL byte in it is an error (CWM_EPARSE), as a parser would silently
- * stop there and drop the rest. */
+/* Reads a whole text file of at most 256 MB: a NUL byte in it is an error (CWM_EPARSE), as a
+ * parser would silently stop there and drop the rest. */
 char *cwm_read_text(const char *path, cwm_err *err);
 /* Writes to path.tmp.<pid> then renames, so a crash never leaves a half-written file. */
 int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err);

@@ -60,7 +60,7 @@ cwm_workload *cli_workload(const char *spec, const char *suite, int *rc) {
 
 int cli_read_steps(const char *path, cli_lists *l, cwm_err *err) {
   memset(l, 0, sizeof *l);
-  char *text = cwm_read_file(path, NULL, err);
+  char *text = cwm_read_text(path, err);
   if (!text) return err->code;
   int cap = 0, lineno = 0;
   for (char *line = text, *next; line; line = next) {

@@ -481,7 +481,7 @@ out:
 static int load_file(ansor_model *m, const char *path, cwm_err *err) {
   size_t len = 0;
   cwm_err e = {0};
-  unsigned char *data = (unsigned char *)cwm_read_file(path, &len, &e);
+  unsigned char *data = (unsigned char *)cwm_read_file_max(path, (size_t)512 << 20, &len, &e);
   if (!data) return cwm_fail(err, CWM_EMODEL, "model file %s: %s", path, e.msg);
   int rc = load_buffer(m, data, len, path, err);
   free(data);

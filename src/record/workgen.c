@@ -207,7 +207,7 @@ static void copy_field(char *dst, size_t n, const char *src) {
 int cwm_wlist_read(const char *path, cwm_wl_entry **out, int *n, cwm_err *err) {
   *out = NULL;
   *n = 0;
-  char *text = cwm_read_file(path, NULL, err);
+  char *text = cwm_read_text(path, err);
   if (!text) return err ? err->code : CWM_EIO;
   int cnt = 0, lineno = 0;
   size_t cap = 0;

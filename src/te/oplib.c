@@ -307,7 +307,7 @@ const char *cwm_suite_default_path(void) {
 int cwm_suite_lookup(const char *suite_path, const char *id, char *spec, size_t n, cwm_err *err) {
   if (!suite_path) suite_path = cwm_suite_default_path();
   if (!id || !*id) return cwm_fail(err, CWM_EPARSE, "empty suite id");
-  char *text = cwm_read_file(suite_path, NULL, err);
+  char *text = cwm_read_text(suite_path, err);
   if (!text) return err ? err->code : CWM_EIO;
   size_t idn = strlen(id);
   int rc = cwm_fail(err, CWM_EPARSE, "unknown op or suite id '%.64s' (suite %s)", id, suite_path);

@@ -154,7 +154,7 @@ FILE *cwm_open_read(const char *path, const char *what, cwm_err *err) {
   return f;
 }
 
-char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
+char *cwm_read_file_max(const char *path, size_t max, size_t *len, cwm_err *err) {
   FILE *f = cwm_open_read(path, "file", err);
   if (!f) return NULL;
   cwm_buf b;
@@ -162,6 +162,13 @@ char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
   char tmp[65536];
   size_t n;
   while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) {
+    if (b.len + n > max) {
+      /* /dev/zero, a FIFO that never ends or a file far too big for what it claims to be */
+      fclose(f);
+      cwm_buf_free(&b);
+      cwm_fail(err, CWM_EIO, "%s: larger than %zu MB, more than such a file can be", path, max >> 20);
+      return NULL;
+    }
     buf_reserve(&b, n);
     memcpy(b.s + b.len, tmp, n);
     b.len += n;
@@ -178,9 +185,13 @@ char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
   return cwm_buf_take(&b);
 }
 
+char *cwm_read_file(const char *path, size_t *len, cwm_err *err) {
+  return cwm_read_file_max(path, (size_t)2 << 30, len, err);
+}
+
 char *cwm_read_text(const char *path, cwm_err *err) {
   size_t len = 0;
-  char *text = cwm_read_file(path, &len, err);
+  char *text = cwm_read_file_max(path, (size_t)256 << 20, &len, err);
   if (text && strlen(text) != len) {
     cwm_fail(err, CWM_EPARSE, "%s: contains a NUL byte", path);
     free(text);

@@ -405,7 +405,7 @@ cwm_mfile *cwm_mfile_parse(const void *data, size_t n, cwm_err *err) { return pa
 cwm_mfile *cwm_mfile_load(const char *path, cwm_err *err) {
   cwm_err e = {0};
   size_t n = 0;
-  char *data = cwm_read_file(path, &n, &e);
+  char *data = cwm_read_file_max(path, (size_t)512 << 20, &n, &e); /* models are a few MB */
   if (!data) {
     cwm_fail(err, CWM_EMODEL, "%.100s: cannot read model file (%.300s)", path, e.msg);
     return NULL;
