@@ -163,6 +163,20 @@ int main(void) {
   /* the measuring protocol: out of range is a usage error; otherwise every record holds that
    * many repeats and the summary says which protocol measured them */
   expect("zero repeats", NULL, TUNE(W, "--model", "random", "--repeats", "0"), CWM_EUSAGE, "--repeats");
+  /* late and loose options are caught before any work */
+  expect("trials beyond int", NULL,
+         (const char *const[]){"cwm", "tune", "--workload", W, "--model", "random", "--trials", "4294967297", NULL},
+         CWM_EUSAGE, "out of range");
+  expect("export to an empty name", NULL, TUNE(W, "--model", "random", "--export", ""), CWM_EUSAGE, "--export");
+  expect("summary in no directory", NULL, TUNE(W, "--model", "random", "--summary", "/nonexistent/dir/s.json"), CWM_EIO,
+         "/nonexistent/dir");
+  expect("export --name int", NULL, TUNE(W, "--model", "random", "--export", g_dir, "--name", "int"), CWM_EUSAGE,
+         "not a C identifier");
+  expect("export --name 1bad", NULL, TUNE(W, "--model", "random", "--export", g_dir, "--name", "1bad"), CWM_EUSAGE,
+         "not a C identifier");
+  expect("valid fraction not a number", NULL,
+         (const char *const[]){"cwm", "train", "ansor", "--records", log, "--out", log, "--valid-fraction", "abc", NULL},
+         CWM_EUSAGE, "not a number");
   /* endless inputs are refused at a bound, not read until memory runs out */
   expect("steps from /dev/zero", NULL,
          (const char *const[]){"cwm", "replay", "--workload", W, "--steps", "/dev/zero", NULL}, CWM_EIO, "larger than");

@@ -113,6 +113,9 @@ int cwm_tuner_confirm(cwm_tuner *tu, int k, int rounds, cwm_err *err);
 /* Writes the kernel of a state as DIR/<name>.c, DIR/<name>.h and DIR/<name>_example.c (which
  * checks the kernel against a straightforward reference and prints the max error). */
 int cwm_export(const cwm_state *s, const char *dir, const char *name, cwm_err *err);
+/* Whether name can name an exported kernel: a C identifier of at most 60 characters that is not
+ * a keyword, reserved, a name of the libc or libm functions the exported files use, or cwm_*. */
+int cwm_export_name_ok(const char *name);
 
 /* Hand-written schedules ("matmul_1024", "dense_qkv", "conv_s1_3x3"), with 16-lane register tiles
  * where cwm_codegen_host_lanes() is 16; steps are malloc'ed. */

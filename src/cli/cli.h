@@ -21,6 +21,10 @@ typedef struct {
 int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help);
 const char *cli_get(const cli_opt *opts, int nopts, const char *name);
 long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def);
+/* The same for an int (a value that does not fit is a usage error, not a wrapped number) and a
+ * finite double; both exit with CWM_EUSAGE on a bad value. */
+int cli_get_int(const cli_opt *opts, int nopts, const char *name, int def);
+double cli_get_double(const cli_opt *opts, int nopts, const char *name, double def);
 int cli_fail(const cwm_err *e);
 /* Set by SIGINT or SIGTERM once cli_catch_stop has run: long jobs stop after the work in flight
  * (the option structs' stop pointers point here). */
@@ -36,6 +40,10 @@ void cli_catch_stop(void);
 int cli_usage(const char *cmd, const char *help, const char *fmt, ...);
 /* Loads --workload (and --suite); prints the error and returns NULL on failure. */
 cwm_workload *cli_workload(const char *spec, const char *suite, int *rc);
+/* --name, --export and --summary checked before any work: a name the exported C can use, an export
+ * directory created and writable, a summary file's directory writable. 0 or the exit status
+ * (the error printed). */
+int cli_check_outputs(const cli_opt *o, int nopt, const char *cmd, const char *help);
 /* The workload of --workload (and --suite) and its DAG; prints the error, sets *rc and returns NULL
  * on failure. */
 cwm_dag *cli_dag(const cli_opt *o, int nopt, cwm_workload **w, int *rc);

@@ -177,8 +177,8 @@ int cmd_measure(int argc, char **argv) {
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
   cli_env_measure(&mo);
-  mo.threads = (int)cli_get_long(o, NOPT(o), "--threads", mo.threads);
-  mo.repeats = (int)cli_get_long(o, NOPT(o), "--repeats", mo.repeats);
+  mo.threads = cli_get_int(o, NOPT(o), "--threads", mo.threads);
+  mo.repeats = cli_get_int(o, NOPT(o), "--repeats", mo.repeats);
   mo.min_repeat_ms = (double)cli_get_long(o, NOPT(o), "--min-repeat-ms", (long)mo.min_repeat_ms);
   mo.run_timeout_s = (double)cli_get_long(o, NOPT(o), "--timeout", (long)mo.run_timeout_s);
   if (cli_get(o, NOPT(o), "--no-check")) mo.check = 0;
@@ -202,7 +202,9 @@ int cmd_measure(int argc, char **argv) {
   cwm_record *recs = cwm_xcalloc((size_t)(n ? n : 1), sizeof *recs);
   if (cwm_task_measure(t, states, n, recs, &e)) return cli_fail(&e);
   double flops = cwm_task_flops(t);
+  int nok = 0;
   for (int i = 0; i < n; i++) {
+    nok += !recs[i].error;
     if (recs[i].error)
       printf("%d\terror %s\t%s\n", i + 1, cwm_merr_name(recs[i].error), recs[i].msg);
     else {
@@ -219,6 +221,10 @@ int cmd_measure(int argc, char **argv) {
   cli_lists_free(&l);
   cwm_task_free(t);
   cwm_workload_free(w);
+  if (n > 0 && nok == 0) {
+    fprintf(stderr, "cwm: %s: every one of the %d step lists failed (see above)\n", path, n);
+    return CWM_ENOSCHED;
+  }
   return 0;
 }
 
@@ -243,7 +249,7 @@ int cmd_demo(int argc, char **argv) {
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
   cli_env_measure(&mo);
-  mo.threads = (int)cli_get_long(o, NOPT(o), "--threads", 1);
+  mo.threads = cli_get_int(o, NOPT(o), "--threads", 1);
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) return cli_fail(&e);
   cwm_state *st[2];

@@ -47,7 +47,7 @@ static int cmd_workloads(int argc, char **argv) {
   if (!out) return cli_usage("dataset workloads", WL_HELP, "--out is required");
   cwm_workgen_opts go;
   cwm_workgen_opts_default(&go);
-  go.count = (int)cli_get_long(o, NOPT(o), "--count", go.count);
+  go.count = cli_get_int(o, NOPT(o), "--count", go.count);
   go.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
   go.suite = cli_get(o, NOPT(o), "--suite");
   go.max_flops = 1e9 * (double)cli_get_long(o, NOPT(o), "--max-gflop", 2);
@@ -304,11 +304,11 @@ static int cmd_measure_ds(int argc, char **argv) {
   cli_env_measure(&co.measure);
   co.log_path = cli_get(o, NOPT(o), "--log");
   if (!wpath || !co.log_path) return cli_usage("dataset measure", MEASURE_HELP, "--workloads and --log are required");
-  co.per_workload = (int)cli_get_long(o, NOPT(o), "--per-workload", co.per_workload);
+  co.per_workload = cli_get_int(o, NOPT(o), "--per-workload", co.per_workload);
   co.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
-  co.population = (int)cli_get_long(o, NOPT(o), "--population", co.population);
-  co.generations = (int)cli_get_long(o, NOPT(o), "--generations", co.generations);
-  co.measure.repeats = (int)cli_get_long(o, NOPT(o), "--repeats", co.measure.repeats);
+  co.population = cli_get_int(o, NOPT(o), "--population", co.population);
+  co.generations = cli_get_int(o, NOPT(o), "--generations", co.generations);
+  co.measure.repeats = cli_get_int(o, NOPT(o), "--repeats", co.measure.repeats);
   co.measure.min_repeat_ms = (double)cli_get_long(o, NOPT(o), "--min-repeat-ms", (long)co.measure.min_repeat_ms);
   co.measure.run_timeout_s = (double)cli_get_long(o, NOPT(o), "--timeout", (long)co.measure.run_timeout_s);
   if (co.per_workload < 1 || co.population < 1 || co.generations < 0 || co.measure.repeats < 1)
@@ -363,8 +363,7 @@ static int cmd_remeasure(int argc, char **argv) {
   ro.log_path = cli_get(o, NOPT(o), "--log");
   ro.out_path = cli_get(o, NOPT(o), "--out");
   if (!ro.log_path || !ro.out_path) return cli_usage("dataset remeasure", REMEASURE_HELP, "--log and --out are required");
-  const char *f = cli_get(o, NOPT(o), "--fraction");
-  if (f) ro.fraction = atof(f);
+  ro.fraction = cli_get_double(o, NOPT(o), "--fraction", ro.fraction);
   if (!(ro.fraction > 0 && ro.fraction <= 1)) return cli_usage("dataset remeasure", REMEASURE_HELP, "--fraction must be in (0, 1]");
   ro.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
   if ((rc = cli_tune_protocol(o, NOPT(o), "dataset remeasure", REMEASURE_HELP, &ro.measure))) return rc;

@@ -139,6 +139,7 @@ int cmd_tune(int argc, char **argv) {
                  {"--onnx", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), TUNE_HELP);
   if (rc) return rc < 0 ? 0 : rc;
+  if ((rc = cli_check_outputs(o, NOPT(o), "tune", TUNE_HELP))) return rc;
   if (cli_get(o, NOPT(o), "--network") || cli_get(o, NOPT(o), "--onnx")) return cmd_tune_network(o, NOPT(o), TUNE_HELP);
   const char *spec = cli_get(o, NOPT(o), "--workload");
   char fspec[4200];
@@ -151,11 +152,11 @@ int cmd_tune(int argc, char **argv) {
   cwm_tune_opts to;
   cwm_tune_opts_default(&to);
   cli_env_space(&to.space);
-  to.trials = (int)cli_get_long(o, NOPT(o), "--trials", to.trials);
+  to.trials = cli_get_int(o, NOPT(o), "--trials", to.trials);
   to.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
-  to.per_round = (int)cli_get_long(o, NOPT(o), "--per-round", to.per_round);
-  to.population = (int)cli_get_long(o, NOPT(o), "--population", to.population);
-  to.generations = (int)cli_get_long(o, NOPT(o), "--generations", to.generations);
+  to.per_round = cli_get_int(o, NOPT(o), "--per-round", to.per_round);
+  to.population = cli_get_int(o, NOPT(o), "--population", to.population);
+  to.generations = cli_get_int(o, NOPT(o), "--generations", to.generations);
   to.log_path = cli_get(o, NOPT(o), "--log");
   const char *fq = cli_get(o, NOPT(o), "--family-quota");
   if (fq) {

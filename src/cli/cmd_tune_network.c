@@ -145,13 +145,13 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   cwm_net_opts no;
   cwm_net_opts_default(&no);
   cli_env_space(&no.tune.space);
-  no.trials = (int)cli_get_long(o, nopt, "--trials", no.trials);
-  no.per_round = (int)cli_get_long(o, nopt, "--per-round", no.per_round);
+  no.trials = cli_get_int(o, nopt, "--trials", no.trials);
+  no.per_round = cli_get_int(o, nopt, "--per-round", no.per_round);
   uint64_t seed = (uint64_t)cli_get_long(o, nopt, "--seed", 1);
   no.sched.seed = seed;
   no.tune.seed = seed;
-  no.tune.population = (int)cli_get_long(o, nopt, "--population", no.tune.population);
-  no.tune.generations = (int)cli_get_long(o, nopt, "--generations", no.tune.generations);
+  no.tune.population = cli_get_int(o, nopt, "--population", no.tune.population);
+  no.tune.generations = cli_get_int(o, nopt, "--generations", no.tune.generations);
   no.log_path = cli_get(o, nopt, "--log");
   ui u = {cli_get(o, nopt, "--quiet") != NULL};
   no.progress = progress;

@@ -86,8 +86,7 @@ static int train_ansor(int argc, char **argv) {
   if (rc) return rc < 0 ? 0 : rc;
   const char *records = cli_get(o, NOPT(o), "--records"), *out = cli_get(o, NOPT(o), "--out");
   if (!records || !out) return cli_usage("train", TRAIN_HELP, "train ansor needs --records LOG and --out FILE");
-  const char *vf = cli_get(o, NOPT(o), "--valid-fraction");
-  double f = vf ? atof(vf) : 0.15;
+  double f = cli_get_double(o, NOPT(o), "--valid-fraction", 0.15);
   if (!(f >= 0 && f < 1)) return cli_usage("train", TRAIN_HELP, "0 <= --valid-fraction < 1");
   cwm_err e = {0};
   cli_say say = {"train", cli_get(o, NOPT(o), "--quiet") != NULL};
@@ -104,10 +103,10 @@ static cwm_world *new_world(const cli_opt *o, int nopt, const char *data, const 
   fprintf(stderr, "cwm train: vocabulary of %d tokens from %s\n", cwm_vocab_size(v), data);
   cwm_world_config c;
   cwm_world_config_default(&c);
-  c.enc.width = (int)cli_get_long(o, nopt, "--width", c.enc.width);
-  c.enc.layers = (int)cli_get_long(o, nopt, "--layers", c.enc.layers);
-  c.enc.heads = (int)cli_get_long(o, nopt, "--heads", c.enc.heads);
-  c.enc.window = (int)cli_get_long(o, nopt, "--window", c.enc.window);
+  c.enc.width = cli_get_int(o, nopt, "--width", c.enc.width);
+  c.enc.layers = cli_get_int(o, nopt, "--layers", c.enc.layers);
+  c.enc.heads = cli_get_int(o, nopt, "--heads", c.enc.heads);
+  c.enc.window = cli_get_int(o, nopt, "--window", c.enc.window);
   c.enc.overlap = c.enc.window / 4;
   return cwm_world_new(&c, v, to->seed, e);
 }
@@ -145,20 +144,17 @@ int cmd_train(int argc, char **argv) {
   to.traj_path = data;
   to.log_path = records;
   to.valid_fraction = 0.15;
-  const char *vf = cli_get(o, NOPT(o), "--valid-fraction");
-  if (vf) to.valid_fraction = atof(vf);
-  to.epochs = (int)cli_get_long(o, NOPT(o), "--epochs", to.epochs);
-  to.batch = (int)cli_get_long(o, NOPT(o), "--batch", to.batch);
-  to.max_traj = (int)cli_get_long(o, NOPT(o), "--max-traj", 0);
-  to.ranker_rounds = (int)cli_get_long(o, NOPT(o), "--rounds", to.ranker_rounds);
+  to.valid_fraction = cli_get_double(o, NOPT(o), "--valid-fraction", to.valid_fraction);
+  to.epochs = cli_get_int(o, NOPT(o), "--epochs", to.epochs);
+  to.batch = cli_get_int(o, NOPT(o), "--batch", to.batch);
+  to.max_traj = cli_get_int(o, NOPT(o), "--max-traj", 0);
+  to.ranker_rounds = cli_get_int(o, NOPT(o), "--rounds", to.ranker_rounds);
   to.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
-  const char *lr = cli_get(o, NOPT(o), "--lr");
-  if (lr) to.lr = (float)atof(lr);
+  to.lr = (float)cli_get_double(o, NOPT(o), "--lr", to.lr);
   to.no_contrastive = cli_get(o, NOPT(o), "--no-contrastive") != NULL;
   to.targets_cache = cli_get(o, NOPT(o), "--targets-cache");
-  const char *vg = cli_get(o, NOPT(o), "--value-gap"), *wd = cli_get(o, NOPT(o), "--weight-decay");
-  if (vg) to.value_gap = (float)atof(vg);
-  if (wd) to.weight_decay = (float)atof(wd);
+  to.value_gap = (float)cli_get_double(o, NOPT(o), "--value-gap", to.value_gap);
+  to.weight_decay = (float)cli_get_double(o, NOPT(o), "--weight-decay", to.weight_decay);
   if (!(to.value_gap >= 0 && to.value_gap < 5) || !(to.weight_decay >= 0 && to.weight_decay < 10))
     return cli_usage("train", TRAIN_HELP, "0 <= --value-gap < 5, 0 <= --weight-decay < 10");
   if (to.epochs < 1 || to.batch < 2 || to.valid_fraction < 0 || to.valid_fraction >= 1 || to.lr <= 0 || to.ranker_rounds < 1)
@@ -318,8 +314,7 @@ int cmd_eval(int argc, char **argv) {
   cwm_eval_opts eo = {0};
   eo.records = recs;
   eo.valid_fraction = 0.15;
-  const char *vf = cli_get(o, NOPT(o), "--valid-fraction");
-  if (vf) eo.valid_fraction = atof(vf);
+  eo.valid_fraction = cli_get_double(o, NOPT(o), "--valid-fraction", eo.valid_fraction);
   eo.ablation_model = cli_get(o, NOPT(o), "--ablation-model");
   eo.seed = (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1);
   eo.speed_candidates = 2000;

@@ -1,10 +1,14 @@
 /* opts.c: option parsing and the loaders every command shares. */
 #include "cli.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help) {
   for (int i = 1; i < argc; i++) {
@@ -41,6 +45,28 @@ long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def) {
   long x = strtol(v, &end, 10);
   if (*end || end == v) {
     fprintf(stderr, "cwm: %s: '%s' is not an integer\n", name, v);
+    exit(CWM_EUSAGE);
+  }
+  return x;
+}
+
+int cli_get_int(const cli_opt *opts, int nopts, const char *name, int def) {
+  long x = cli_get_long(opts, nopts, name, def);
+  if (x < INT_MIN || x > INT_MAX) {
+    fprintf(stderr, "cwm: %s: %ld is out of range (at most %d)\n", name, x, INT_MAX);
+    exit(CWM_EUSAGE);
+  }
+  return (int)x;
+}
+
+double cli_get_double(const cli_opt *opts, int nopts, const char *name, double def) {
+  const char *v = cli_get(opts, nopts, name);
+  if (!v) return def;
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (*end || end == v || errno == ERANGE || !isfinite(x)) {
+    fprintf(stderr, "cwm: %s: '%s' is not a number\n", name, v);
     exit(CWM_EUSAGE);
   }
   return x;
@@ -151,4 +177,48 @@ void cli_catch_stop(void) {
 void cli_progress(void *ud, const char *line) {
   const cli_say *s = ud;
   if (!s->quiet) fprintf(stderr, "cwm %s: %s\n", s->cmd, line);
+}
+
+/* a file can be created in dir: creating one is the only honest probe (access() judges by the
+ * real uid, and root passes it where writes still fail) */
+static int dir_writable(const char *dir) {
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/.cwm-probe-XXXXXX", dir);
+  int fd = mkstemp(probe);
+  if (fd < 0) return 0;
+  close(fd);
+  unlink(probe);
+  return 1;
+}
+
+int cli_check_outputs(const cli_opt *o, int nopt, const char *cmd, const char *help) {
+  const char *name = cli_get(o, nopt, "--name"), *dir = cli_get(o, nopt, "--export"),
+             *sum = cli_get(o, nopt, "--summary");
+  if (name && !cwm_export_name_ok(name))
+    return cli_usage(cmd, help,
+                     "--name '%s' is not a C identifier free to use (a keyword, a libc name, reserved, or over "
+                     "60 characters)", name);
+  if (dir) {
+    cwm_err e = {0};
+    if (!*dir) return cli_usage(cmd, help, "--export needs a directory");
+    if (cwm_mkdir_p(dir, &e)) return cli_fail(&e);
+    if (!dir_writable(dir)) {
+      fprintf(stderr, "cwm: --export %s: cannot write into it: %s\n", dir, strerror(errno));
+      return CWM_EIO;
+    }
+  }
+  if (sum) {
+    if (!*sum) return cli_usage(cmd, help, "--summary needs a file name");
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", sum);
+    char *slash = strrchr(parent, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = 0;
+    else *slash = 0;
+    if (!dir_writable(parent)) {
+      fprintf(stderr, "cwm: --summary %s: cannot write into %s: %s\n", sum, parent, strerror(errno));
+      return CWM_EIO;
+    }
+  }
+  return 0;
 }
