@@ -152,9 +152,9 @@ static void put_kernel(cwm_buf *o, const cwm_state *s, const char *title, int re
   if (!reference) {
     seen[F_PACKED] |= k.npacked > 0;
     seen[F_RUNTIME_PACK] |= strstr(k.body, "copied into the layout the loops walk") != NULL;
-    seen[F_TR8] |= strstr(k.body, "cwm_tr8(r_);") != NULL;
-    seen[F_TILE8] |= strstr(k.body, "cwm_v8f acc0") != NULL;
-    seen[F_TILE16] |= strstr(k.body, "cwm_v16f acc0") != NULL;
+    seen[F_TR8] |= strstr(k.body, "cwm_tr8(r__);") != NULL;
+    seen[F_TILE8] |= strstr(k.body, "cwm_v8f acc__0") != NULL;
+    seen[F_TILE16] |= strstr(k.body, "cwm_v16f acc__0") != NULL;
     seen[F_TILE_EDGE] |= strstr(k.body, "lies inside the guards") != NULL;
     seen[F_LOOP_BOUND] |= strstr(k.body, "_n0 = ") != NULL;
   }

@@ -117,16 +117,16 @@ static void test_print_and_stores(void) {
   CHECK(!strcmp(k.body, k2.body)); /* deterministic: the same name for the same state */
   CHECK(k.npacked == 1 && k.src_len[1] == 64 * 32 && k.arg_len[1] == 64 * 32 && k.src_len[0] == 0 && k.src_len[2] == 0);
   CHECKF(strstr(k.layout[1], "[4, 4, 8, 16] by (j.0, k.0, k.1, j.3): W[16*j.0 + j.3, 8*k.0 + k.1]"), "%s", k.layout[1]);
-  CHECK(strstr(k.body, "const float *restrict W_packed") && strstr(k.body, k.pack_entry) && strstr(k.body, k.pack_fn[1]));
+  CHECK(strstr(k.body, "const float *restrict W__packed") && strstr(k.body, k.pack_entry) && strstr(k.body, k.pack_fn[1]));
   /* the vectorized loop reads whole vectors: the register tile applies */
-  CHECKF(strstr(k.body, "cwm_v8f acc0") && strstr(k.body, "CWM_LOADU(&W_packed["), "%s", k.body);
-  CHECKF(strstr(k.body, "cwm_v8f acc1") && !strstr(k.body, "cwm_v16f"), "%s", k.body); /* 16 = 2 x 8 lanes */
+  CHECKF(strstr(k.body, "cwm_v8f acc__0") && strstr(k.body, "CWM_LOADU(&W__packed["), "%s", k.body);
+  CHECKF(strstr(k.body, "cwm_v8f acc__1") && !strstr(k.body, "cwm_v16f"), "%s", k.body); /* 16 = 2 x 8 lanes */
   cwm_kernel_free(&k);
   cwm_kernel_free(&k2);
   /* 16 lanes (AVX-512): one accumulator per row of the 4 x 16 tile, each a 16-lane vector */
   cwm_codegen_opts o16 = {.vec_lanes = 16};
   CHECK(cwm_codegen(s, &o16, &k, &e) == 0);
-  CHECKF(strstr(k.body, "cwm_v16f acc3") && !strstr(k.body, "acc4") && strstr(k.body, "CWM_LOADU16(&W_packed[") &&
+  CHECKF(strstr(k.body, "cwm_v16f acc__3") && !strstr(k.body, "acc__4") && strstr(k.body, "CWM_LOADU16(&W__packed[") &&
          strstr(k.body, "CWM_INREG16(") && !strstr(k.body, "cwm_v8f acc"), "%s", k.body);
   cwm_kernel_free(&k);
 
@@ -169,7 +169,7 @@ static void test_print_and_stores(void) {
 
 /* 1 if a kernel holds a register tile (8- or 16-lane accumulators) */
 static int body_has_tile(const char *body) {
-  return strstr(body, "cwm_v8f acc0") != NULL || strstr(body, "cwm_v16f acc0") != NULL;
+  return strstr(body, "cwm_v8f acc__0") != NULL || strstr(body, "cwm_v16f acc__0") != NULL;
 }
 
 /* Bytes of the root buffers (random walks of rfactor can ask for more than the runner allows). */
@@ -187,7 +187,7 @@ static double root_bytes(const cwm_state *s) {
 
 /* An input that is not a weight copied into the layout the loops walk, inside the kernel. */
 static int is_runtime_pack(const cwm_kernel *k) {
-  return !k->npacked && strstr(k->body, "_packed = (float *)aligned_alloc") != NULL;
+  return !k->npacked && strstr(k->body, "__packed = (float *)aligned_alloc") != NULL;
 }
 
 /* 1 if the kernel of s reaches a register tile; *rt += 1 if it copies an input at run time */
@@ -322,8 +322,8 @@ static void test_export(void) {
   snprintf(dir, sizeof dir, "%s/cwm_test_layout_%d", tmp, (int)getpid());
   CHECKF(cwm_export(s, dir, "dense_rw", &e) == 0, "%s", e.msg);
   snprintf(cmd, sizeof cmd,
-           "cd %s && grep -q 'void dense_rw_pack_W(const float \\*restrict W, float \\*restrict W_packed);' dense_rw.h && "
-           "grep -q 'W_packed: 500 floats, \\[5, 5, 4, 5\\] by (j.0, k.0, k.1, j.3): W\\[5\\*j.0 + j.3, 4\\*k.0 + k.1\\]' dense_rw.h && "
+           "cd %s && grep -q 'void dense_rw_pack_W(const float \\*restrict W, float \\*restrict W__packed);' dense_rw.h && "
+           "grep -q 'W__packed: 500 floats, \\[5, 5, 4, 5\\] by (j.0, k.0, k.1, j.3): W\\[5\\*j.0 + j.3, 4\\*k.0 + k.1\\]' dense_rw.h && "
            "cc -O2 -fopenmp -Wall -Wextra -Werror dense_rw.c dense_rw_example.c -lm -o ex 2>&1 && ./ex | grep -q ': OK$'",
            dir);
   CHECKF(system(cmd) == 0, "exported example failed: %s", cmd);

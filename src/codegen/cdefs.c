@@ -14,8 +14,8 @@ static const char vec8_defs[] =
     "/* a vector whose lanes lie s floats apart (the accumulators of a strided tile) */\n"
     "#define CWM_LOADS(p, s) ((cwm_v8f){(p)[0], (p)[(s)], (p)[2 * (s)], (p)[3 * (s)], \\\n"
     "                                   (p)[4 * (s)], (p)[5 * (s)], (p)[6 * (s)], (p)[7 * (s)]})\n"
-    "#define CWM_STORES(p, s, v) do { float *q_ = (p); cwm_v8f v_ = (v); \\\n"
-    "  for (int l_ = 0; l_ < 8; l_++) q_[l_ * (s)] = v_[l_]; } while (0)\n"
+    "#define CWM_STORES(p, s, v) do { float *q__ = (p); cwm_v8f v__ = (v); \\\n"
+    "  for (int l__ = 0; l__ < 8; l__++) q__[l__ * (s)] = v__[l__]; } while (0)\n"
     "#endif\n";
 
 static const char vec16_defs[] =
@@ -28,8 +28,8 @@ static const char vec16_defs[] =
     "#define CWM_LOADS16(p, s) ((cwm_v16f){(p)[0], (p)[(s)], (p)[2 * (s)], (p)[3 * (s)], \\\n"
     "    (p)[4 * (s)], (p)[5 * (s)], (p)[6 * (s)], (p)[7 * (s)], (p)[8 * (s)], (p)[9 * (s)], \\\n"
     "    (p)[10 * (s)], (p)[11 * (s)], (p)[12 * (s)], (p)[13 * (s)], (p)[14 * (s)], (p)[15 * (s)]})\n"
-    "#define CWM_STORES16(p, s, v) do { float *q_ = (p); cwm_v16f v_ = (v); \\\n"
-    "  for (int l_ = 0; l_ < 16; l_++) q_[l_ * (s)] = v_[l_]; } while (0)\n"
+    "#define CWM_STORES16(p, s, v) do { float *q__ = (p); cwm_v16f v__ = (v); \\\n"
+    "  for (int l__ = 0; l__ < 16; l__++) q__[l__ * (s)] = v__[l__]; } while (0)\n"
     "#endif\n";
 
 static const char inreg_defs[] =

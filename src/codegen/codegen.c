@@ -166,7 +166,7 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *k, cw
   cwm_buf_printf(&b, "void %s(", k->fn);
   for (int a = 0; a < k->nargs; a++)
     cwm_buf_printf(&b, "%s%sfloat *restrict %s%s", a ? ", " : "", a < k->nargs - 1 ? "const " : "", k->arg_name[a],
-                   k->src_len[a] ? "_packed" : "");
+                   k->src_len[a] ? "__packed" : "");
   cwm_buf_puts(&b, ") {\n");
   cwm_buf_puts(&b, body.s ? body.s : "");
   cwm_buf_puts(&b, "}\n");

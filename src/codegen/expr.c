@@ -25,7 +25,7 @@ void lower_buf_name(ctx_t *c, int tid, char *out, size_t n) {
   /* the kernel's parameter for a rewritten input holds the converted copy */
   if (!c->text && tid >= 0 && tid < CWM_MAX_OPS && c->rw[tid]) {
     size_t len = strlen(out);
-    snprintf(out + len, n - len, "_packed");
+    snprintf(out + len, n - len, "__packed");
   }
 }
 
@@ -269,16 +269,16 @@ void lower_emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int de
       /* statement expression: the argument is evaluated once */
       int t = c->tmp++;
       const char *ty = c->ref ? "double" : "float";
-      cwm_buf_printf(o, "({ %s x_%d = ", ty, t);
+      cwm_buf_printf(o, "({ %s x__%d = ", ty, t);
       lower_emit_expr(c, e->args[0], env, o, depth + 1);
       cwm_buf_puts(o, "; ");
       if (e->op == CWM_FN_GELU)
-        cwm_buf_printf(o, "%s * x_%d * (%s + %s(x_%d * %s));", half, t, one, lower_fn_c(c, CWM_FN_ERF), t,
+        cwm_buf_printf(o, "%s * x__%d * (%s + %s(x__%d * %s));", half, t, one, lower_fn_c(c, CWM_FN_ERF), t,
                        c->ref ? "0.70710678118654752" : "0.707106781f");
       else if (e->op == CWM_FN_RELU)
-        cwm_buf_printf(o, "x_%d > 0 ? x_%d : %s;", t, t, c->ref ? "0.0" : "0.0f");
+        cwm_buf_printf(o, "x__%d > 0 ? x__%d : %s;", t, t, c->ref ? "0.0" : "0.0f");
       else
-        cwm_buf_printf(o, "%s / %s(x_%d);", one, c->ref ? "sqrt" : "sqrtf", t);
+        cwm_buf_printf(o, "%s / %s(x__%d);", one, c->ref ? "sqrt" : "sqrtf", t);
       cwm_buf_puts(o, " })");
     } else {
       cwm_buf_printf(o, "%s(", lower_fn_c(c, e->op));

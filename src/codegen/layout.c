@@ -361,7 +361,7 @@ void lower_layout_text(const cwm_state *s, const rewrite_t *rw, const cwm_op *in
  * in *cond the test that it lies inside (empty when no dim is padded). Both initialised here. */
 static void pack_source_index(ctx_t *c, const rewrite_t *rw, const cwm_op *in, cwm_buf *idx, cwm_buf *cond) {
   char names[RW_MAX_DIMS][96];
-  for (int d = 0; d < rw->ndim; d++) snprintf(names[d], sizeof names[d], "d%d", d);
+  for (int d = 0; d < rw->ndim; d++) snprintf(names[d], sizeof names[d], "d__%d", d);
   cwm_buf_init(cond);
   cwm_buf_init(idx);
   for (int d = 0; d < in->ndim; d++) {
@@ -387,9 +387,9 @@ static void emit_pack_store(ctx_t *c, const rewrite_t *rw, const cwm_op *in, con
   pack_source_index(c, rw, in, &idx, &cond);
   cwm_buf_indent(o, rw->ndim + 1);
   if (cond.len)
-    cwm_buf_printf(o, "%s_packed[o++] = %s ? %s[%s] : 0.0f;\n", nm, cond.s, nm, idx.len ? idx.s : "0");
+    cwm_buf_printf(o, "%s__packed[o__++] = %s ? %s[%s] : 0.0f;\n", nm, cond.s, nm, idx.len ? idx.s : "0");
   else
-    cwm_buf_printf(o, "%s_packed[o++] = %s[%s];\n", nm, nm, idx.len ? idx.s : "0");
+    cwm_buf_printf(o, "%s__packed[o__++] = %s[%s];\n", nm, nm, idx.len ? idx.s : "0");
   cwm_buf_free(&cond);
   cwm_buf_free(&idx);
 }
@@ -398,10 +398,10 @@ static void emit_pack_store(ctx_t *c, const rewrite_t *rw, const cwm_op *in, con
 void lower_emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *fn, cwm_buf *o) {
   char nm[128];
   lower_sanitize(in->name, nm, sizeof nm);
-  cwm_buf_printf(o, "void %s(const float *restrict %s, float *restrict %s_packed) {\n  long o = 0;\n", fn, nm, nm);
+  cwm_buf_printf(o, "void %s(const float *restrict %s, float *restrict %s__packed) {\n  long o__ = 0;\n", fn, nm, nm);
   for (int d = 0; d < rw->ndim; d++) {
     cwm_buf_indent(o, d + 1);
-    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
+    cwm_buf_printf(o, "for (long d__%d = 0; d__%d < %ld; ++d__%d)\n", d, d, rw->extent[d], d);
   }
   emit_pack_store(c, rw, in, nm, o);
   cwm_buf_puts(o, "}\n");
@@ -432,12 +432,12 @@ static int emit_runtime_pack_transposed(ctx_t *c, const rewrite_t *rw, const cwm
   pack_source_index(c, rw, in, &idx, &cond);
   int ok = cond.len == 0;
   cwm_buf_init(&dst);
-  for (int d = 0; d < n; d++) cwm_buf_printf(&dst, "%sd%d*%ldL", d ? " + " : "", d, rw->stride[d]);
+  for (int d = 0; d < n; d++) cwm_buf_printf(&dst, "%sd__%d*%ldL", d ? " + " : "", d, rw->stride[d]);
   if (ok) {
     cwm_buf_printf(o, "  /* %s, read with a stride by a vectorized loop, copied into the layout the loops walk: "
                       "8 x 8 blocks transposed in registers */\n", nm);
-    cwm_buf_printf(o, "  float *restrict %s_packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
-    cwm_buf_printf(o, "  if (!%s_packed) abort();\n", nm);
+    cwm_buf_printf(o, "  float *restrict %s__packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
+    cwm_buf_printf(o, "  if (!%s__packed) abort();\n", nm);
     int depth = 1, first = 1;
     for (int d = 0; d < n; d++) {
       if (d == J || d == K) continue;
@@ -447,24 +447,24 @@ static int emit_runtime_pack_transposed(ctx_t *c, const rewrite_t *rw, const cwm
       }
       first = 0;
       cwm_buf_indent(o, depth++);
-      cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
+      cwm_buf_printf(o, "for (long d__%d = 0; d__%d < %ld; ++d__%d)\n", d, d, rw->extent[d], d);
     }
     cwm_buf_indent(o, depth++);
-    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; d%d += 8)\n", K, K, rw->extent[K], K);
+    cwm_buf_printf(o, "for (long d__%d = 0; d__%d < %ld; d__%d += 8)\n", K, K, rw->extent[K], K);
     cwm_buf_indent(o, depth);
-    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; d%d += 8) {\n", J, J, rw->extent[J], J);
+    cwm_buf_printf(o, "for (long d__%d = 0; d__%d < %ld; d__%d += 8) {\n", J, J, rw->extent[J], J);
     cwm_buf_indent(o, depth + 1);
-    cwm_buf_printf(o, "const float *s_ = &%s[%s];\n", nm, idx.len ? idx.s : "0");
+    cwm_buf_printf(o, "const float *s__ = &%s[%s];\n", nm, idx.len ? idx.s : "0");
     cwm_buf_indent(o, depth + 1);
-    cwm_buf_printf(o, "float *p_ = &%s_packed[%s];\n", nm, dst.s);
+    cwm_buf_printf(o, "float *p__ = &%s__packed[%s];\n", nm, dst.s);
     cwm_buf_indent(o, depth + 1);
-    cwm_buf_puts(o, "cwm_v8f r_[8];\n");
+    cwm_buf_puts(o, "cwm_v8f r__[8];\n");
     cwm_buf_indent(o, depth + 1);
-    cwm_buf_printf(o, "for (int i_ = 0; i_ < 8; i_++) r_[i_] = CWM_LOADU(s_ + (long)i_ * %ld);\n", src[J]);
+    cwm_buf_printf(o, "for (int i__ = 0; i__ < 8; i__++) r__[i__] = CWM_LOADU(s__ + (long)i__ * %ld);\n", src[J]);
     cwm_buf_indent(o, depth + 1);
-    cwm_buf_puts(o, "cwm_tr8(r_);\n");
+    cwm_buf_puts(o, "cwm_tr8(r__);\n");
     cwm_buf_indent(o, depth + 1);
-    cwm_buf_printf(o, "for (int i_ = 0; i_ < 8; i_++) CWM_STOREU(p_ + (long)i_ * %ld, r_[i_]);\n", rw->stride[K]);
+    cwm_buf_printf(o, "for (int i__ = 0; i__ < 8; i__++) CWM_STOREU(p__ + (long)i__ * %ld, r__[i__]);\n", rw->stride[K]);
     cwm_buf_indent(o, depth);
     cwm_buf_puts(o, "}\n");
     c->used_vec |= 1;
@@ -484,14 +484,14 @@ void lower_emit_runtime_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, cw
   lower_sanitize(in->name, nm, sizeof nm);
   if (emit_runtime_pack_transposed(c, rw, in, nm, o)) return;
   cwm_buf_printf(o, "  /* %s, read with a stride by a vectorized loop, copied into the layout the loops walk */\n", nm);
-  cwm_buf_printf(o, "  float *restrict %s_packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
-  cwm_buf_printf(o, "  if (!%s_packed) abort();\n", nm);
+  cwm_buf_printf(o, "  float *restrict %s__packed = (float *)aligned_alloc(64, %ld);\n", nm, ((rw->size * 4 + 63) / 64) * 64);
+  cwm_buf_printf(o, "  if (!%s__packed) abort();\n", nm);
   if (rw->ndim > 1 && rw->extent[0] > 1) cwm_buf_puts(o, "  #pragma omp parallel for\n");
-  cwm_buf_printf(o, "  for (long d0 = 0; d0 < %ld; ++d0) {\n    long o = d0 * %ldL;\n", rw->ndim ? rw->extent[0] : 1,
+  cwm_buf_printf(o, "  for (long d__0 = 0; d__0 < %ld; ++d__0) {\n    long o__ = d__0 * %ldL;\n", rw->ndim ? rw->extent[0] : 1,
                  rw->ndim ? rw->stride[0] : 1);
   for (int d = 1; d < rw->ndim; d++) {
     cwm_buf_indent(o, d + 1);
-    cwm_buf_printf(o, "for (long d%d = 0; d%d < %ld; ++d%d)\n", d, d, rw->extent[d], d);
+    cwm_buf_printf(o, "for (long d__%d = 0; d__%d < %ld; ++d__%d)\n", d, d, rw->extent[d], d);
   }
   emit_pack_store(c, rw, in, nm, o);
   cwm_buf_puts(o, "  }\n");

@@ -165,16 +165,16 @@ void lower_emit_stage_ref(ctx_t *c, int p, int depth) {
   if (b->reduce == CWM_RED_NONE) {
     lower_line(c, d, "%s = (float)(%s);", tgt.s, val.s);
   } else {
-    lower_line(c, d, "double acc = %s;", lower_init_value(c, b->reduce));
+    lower_line(c, d, "double acc__ = %s;", lower_init_value(c, b->reduce));
     int d0 = d;
     for (int r = b->ndim; r < b->ndim + b->nred; r++) {
       lower_var_name(c, p, st->iters[r], nm, sizeof nm);
       lower_line(c, d++, "for (int %s = 0; %s < %d; ++%s) {", nm, nm, b->red_extent[r - b->ndim], nm);
     }
-    if (b->reduce == CWM_RED_SUM) lower_line(c, d, "acc += %s;", val.s);
-    else lower_line(c, d, "acc = %s(acc, %s);", b->reduce == CWM_RED_MAX ? "fmax" : "fmin", val.s);
+    if (b->reduce == CWM_RED_SUM) lower_line(c, d, "acc__ += %s;", val.s);
+    else lower_line(c, d, "acc__ = %s(acc__, %s);", b->reduce == CWM_RED_MAX ? "fmax" : "fmin", val.s);
     while (d > d0) lower_line(c, --d, "}");
-    lower_line(c, d, "%s = (float)acc;", tgt.s);
+    lower_line(c, d, "%s = (float)acc__;", tgt.s);
   }
   while (d > depth) lower_line(c, --d, "}");
   for (int r = 0; r < b->ndim + b->nred; r++) free(env[r]);

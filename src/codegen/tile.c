@@ -65,7 +65,7 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
       }
       if (k < CSE_MAX) {
         cwm_buf_free(&r);
-        cwm_buf_printf(o, "t%d", k);
+        cwm_buf_printf(o, "t__%d", k);
         return (int)st;
       }
     }
@@ -322,7 +322,7 @@ int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded) 
     c->cur_stage = -1;
     c->cse = NULL;
     for (int r = 0; r < nroot; r++) free(env[r]);
-    snprintf(acc[t], sizeof acc[t], "acc%ld", t);
+    snprintf(acc[t], sizeof acc[t], "acc__%ld", t);
     if (complete) lower_line(c, depth + 1, "%s %s = (%s){0};", vty, acc[t], vty);
     else if (sst == 1) lower_line(c, depth + 1, "%s %s = CWM_LOADU%s(&%s);", vty, acc[t], sfx, tgt[t].s);
     else lower_line(c, depth + 1, "%s %s = CWM_LOADS%s(&%s, %ld);", vty, acc[t], sfx, tgt[t].s, sst);
@@ -331,8 +331,8 @@ int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded) 
   int rpar[CWM_MAX_ITERS], rd = depth + 1;
   for (int j = pos; j < first; j++) rpar[j] = lower_open_loop(c, p, j, rd++, 0);
   for (int k = 0; k < cse.n; k++) {
-    lower_line(c, rd, "%s t%d = %s;", cse.vec[k] ? vty : "float", k, cse.text[k]);
-    if (cse.vec[k]) lower_line(c, rd, "CWM_INREG%s(t%d);", sfx, k);
+    lower_line(c, rd, "%s t__%d = %s;", cse.vec[k] ? vty : "float", k, cse.text[k]);
+    if (cse.vec[k]) lower_line(c, rd, "CWM_INREG%s(t__%d);", sfx, k);
     free(cse.text[k]);
   }
   for (long t = 0; t < nacc; t++) lower_line(c, rd, "%s += %s;", acc[t], upd[t].s);

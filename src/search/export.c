@@ -67,7 +67,7 @@ static void put_header(cwm_buf *h, const char *name, const cwm_workload *w, cons
   for (int a = 0; a < k->nargs; a++) {
     char sh[128], pn[64];
     shape_str(&w->ops[k->arg_tid[a]], sh, sizeof sh);
-    snprintf(pn, sizeof pn, "%s%s", k->arg_name[a], k->src_len[a] ? "_packed" : "");
+    snprintf(pn, sizeof pn, "%s%s", k->arg_name[a], k->src_len[a] ? "__packed" : "");
     if (k->src_len[a])
       cwm_buf_printf(h, " *   %-8s %-22s input, read only: %s %s converted by %s (below)\n", pn, "", k->arg_name[a],
                      sh, k->pack_fn[a]);
@@ -82,7 +82,7 @@ static void put_header(cwm_buf *h, const char *name, const cwm_workload *w, cons
                      " * (uneven tiles) hold 0.\n");
     for (int a = 0; a < k->nargs; a++)
       if (k->src_len[a])
-        cwm_buf_printf(h, " *   %s_packed: %ld floats, %s\n", k->arg_name[a], k->arg_len[a], k->layout[a]);
+        cwm_buf_printf(h, " *   %s__packed: %ld floats, %s\n", k->arg_name[a], k->arg_len[a], k->layout[a]);
   }
   cwm_buf_printf(h, " *\n * Parallel loops use OpenMP: compile and link with -fopenmp; the thread count follows\n"
                      " * OMP_NUM_THREADS / omp_set_num_threads. The function is reentrant (temporaries are\n"
@@ -91,11 +91,11 @@ static void put_header(cwm_buf *h, const char *name, const cwm_workload *w, cons
   cwm_buf_printf(h, "#ifndef %s_H\n#define %s_H\n\nvoid %s(", name, name, name);
   for (int a = 0; a < k->nargs; a++)
     cwm_buf_printf(h, "%s%sfloat *restrict %s%s", a ? ", " : "", a < k->nargs - 1 ? "const " : "", k->arg_name[a],
-                   k->src_len[a] ? "_packed" : "");
+                   k->src_len[a] ? "__packed" : "");
   cwm_buf_puts(h, ");\n");
   for (int a = 0; a < k->nargs; a++)
     if (k->src_len[a])
-      cwm_buf_printf(h, "/* %s (%ld floats) -> %s_packed (%ld floats) */\nvoid %s(const float *restrict %s, float *restrict %s_packed);\n",
+      cwm_buf_printf(h, "/* %s (%ld floats) -> %s__packed (%ld floats) */\nvoid %s(const float *restrict %s, float *restrict %s__packed);\n",
                      k->arg_name[a], k->src_len[a], k->arg_name[a], k->arg_len[a], k->pack_fn[a], k->arg_name[a], k->arg_name[a]);
   cwm_buf_puts(h, "\n#endif\n");
 }
@@ -119,13 +119,13 @@ static void put_example(cwm_buf *ex, const char *name, const char *refname, cons
                           "%s_[i] = (float)((x >> 40) %% 2001) / 1000.0f - 1.0f; }\n",
                      len, k->arg_name[a]);
     if (k->src_len[a]) /* the weight in the kernel's layout: converted once, reused by every call */
-      cwm_buf_printf(ex, "  float *%s_packed_ = malloc(%ld * sizeof(float));\n  %s(%s_, %s_packed_);\n",
+      cwm_buf_printf(ex, "  float *%s__packed_ = malloc(%ld * sizeof(float));\n  %s(%s_, %s__packed_);\n",
                      k->arg_name[a], k->arg_len[a], k->pack_fn[a], k->arg_name[a], k->arg_name[a]);
   }
   cwm_buf_printf(ex, "  float *expect = malloc(%ld * sizeof(float));\n", k->arg_len[k->nargs - 1]);
   cwm_buf_printf(ex, "  %s(", name);
   for (int a = 0; a < k->nargs; a++)
-    cwm_buf_printf(ex, "%s%s%s_", a ? ", " : "", k->arg_name[a], k->src_len[a] ? "_packed" : "");
+    cwm_buf_printf(ex, "%s%s%s_", a ? ", " : "", k->arg_name[a], k->src_len[a] ? "__packed" : "");
   cwm_buf_printf(ex, ");\n  %s(", refname);
   for (int a = 0; a < k->nargs - 1; a++) cwm_buf_printf(ex, "%s_, ", k->arg_name[a]);
   cwm_buf_puts(ex, "expect);\n");

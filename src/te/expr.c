@@ -90,11 +90,15 @@ static const char *const reserved[] = {
     "union", "unsigned", "void", "volatile", "while", "_Alignas", "_Alignof", "_Atomic",
     "_Bool", "_Complex", "_Generic", "_Imaginary", "_Noreturn", "_Static_assert",
     "_Thread_local",
-    /* names the generated code or its libraries use, and the language's own words */
+    /* names the generated code or its libraries use, and the language's own words; every name the
+     * code generator makes up for itself has a double underscore or the cwm prefix, both refused
+     * below, so a tensor or axis name can never meet one of them */
     "main", "exp", "expf", "tanh", "tanhf", "erf", "erff", "sqrt", "sqrtf", "fmaxf", "fminf",
     "fabsf", "malloc", "free", "calloc", "realloc", "aligned_alloc", "memcpy", "memset",
     "printf", "abort", "exit", "args", "select", "sum", "max", "min", "gelu", "relu", "rsqrt",
-    "input", "output", "omp"};
+    "input", "output", "omp", "fmax", "fmin", "fabs", "log", "logf", "pow", "powf", "floor", "floorf",
+    "ceil", "ceilf", "isnan", "isinf", "INFINITY", "NAN", "FLT_MAX", "DBL_MAX", "NULL", "size_t", "int64_t",
+    "uint64_t", "int32_t", "uint32_t", "ptrdiff_t", "memmove", "strlen", "bool", "true", "false"};
 
 /* Explicit ranges rather than <ctype.h>: the answer must not depend on the locale. */
 static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
