@@ -1,26 +1,32 @@
 #!/bin/bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for SECONDS (default 30).
 # usage: scripts/fuzz.sh [SECONDS] [target ...]
-#   targets: workload opspec steps record dataset ansormodel network onnx (default: all of them,
+#   targets: workload opspec steps record dataset ansormodel network onnx cliargs (default: all of them,
 #   and modelfile when fuzz/fuzz_modelfile.c exists)
 # Prints the executions run per target; a crash stops with the reproducer in build-fuzz/.
 set -e
 cd "$(dirname "$0")/.."
 T=${1:-30}
 shift || true
-DEFAULT="workload opspec steps record dataset ansormodel network onnx"
+DEFAULT="workload opspec steps record dataset ansormodel network onnx cliargs"
 [ -f fuzz/fuzz_modelfile.c ] && DEFAULT="$DEFAULT modelfile"
 TARGETS=${*:-$DEFAULT}
 OUT=build-fuzz
 mkdir -p "$OUT"
 SRC="src/util/*.c src/te/*.c src/state/*.c src/codegen/*.c src/record/*.c src/measure/*.c"
 for t in $TARGETS; do
-  src="$SRC" libs="" maxlen=4096
+  src="$SRC" libs="" maxlen=4096 extra=""
   case "$t" in
     # the model-file container and the vocabulary loader inside it: util and these two only
     modelfile)
       src="$SRC src/world/tokenizer.c src/world/modelfile.c"
       maxlen=16384
+      ;;
+    # the command line's syntax: the argument parser of src/cli alone
+    cliargs)
+      src="src/util/util.c src/cli/args.c -Isrc/cli"
+      maxlen=1024
+      extra="-close_fd_mask=3"
       ;;
     # dataset files: the record reader and the statistics over it (train layer)
     dataset)
@@ -54,6 +60,6 @@ for t in $TARGETS; do
   mkdir -p "$OUT/corpus_$t"
   cp fuzz/corpus/"$t"/* "$OUT/corpus_$t/" 2>/dev/null || true
   (cd "$OUT" && CWM_SUITE="$PWD/../bench/suite.tsv" ./"fuzz_$t" -max_total_time="$T" -max_len="$maxlen" \
-     -print_final_stats=1 "corpus_$t" 2>"fuzz_$t.log") || { tail -30 "$OUT/fuzz_$t.log"; exit 1; }
+     -print_final_stats=1 $extra "corpus_$t" 2>"fuzz_$t.log") || { tail -30 "$OUT/fuzz_$t.log"; exit 1; }
   echo "fuzz_$t: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$OUT/fuzz_$t.log" | grep -o '[0-9]*$') executions in ${T} s, no crash"
 done

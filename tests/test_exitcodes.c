@@ -163,6 +163,11 @@ int main(void) {
   /* the measuring protocol: out of range is a usage error; otherwise every record holds that
    * many repeats and the summary says which protocol measured them */
   expect("zero repeats", NULL, TUNE(W, "--model", "random", "--repeats", "0"), CWM_EUSAGE, "--repeats");
+  /* --option=value is the same as --option value; a flag takes no value */
+  expect("--trials=abc", NULL, (const char *const[]){"cwm", "tune", "--workload", W, "--trials=abc", NULL}, CWM_EUSAGE,
+         "not an integer");
+  expect("--quiet=1", NULL, (const char *const[]){"cwm", "tune", "--workload", W, "--quiet=1", NULL}, CWM_EUSAGE,
+         "takes no value");
   /* late and loose options are caught before any work */
   expect("trials beyond int", NULL,
          (const char *const[]){"cwm", "tune", "--workload", W, "--model", "random", "--trials", "4294967297", NULL},

@@ -60,19 +60,6 @@ int cli_fail(const cwm_err *e) {
   return e->code ? (int)e->code : 1;
 }
 
-int cli_usage(const char *cmd, const char *help, const char *fmt, ...) {
-  if (fmt) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "cwm %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-  }
-  fprintf(fmt ? stderr : stdout, "%s", help);
-  return fmt ? CWM_EUSAGE : 0;
-}
-
 int main(int argc, char **argv) {
   cli_env_apply();
   int rc = cli_cache_opts(&argc, argv);

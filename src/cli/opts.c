@@ -10,34 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help) {
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(help, stdout);
-      return -1;
-    }
-    int found = 0;
-    for (int k = 0; k < nopts; k++) {
-      if (strcmp(argv[i], opts[k].name)) continue;
-      found = 1;
-      if (opts[k].has_value) {
-        if (i + 1 >= argc) return cli_usage(argv[0], help, "option %s needs a value", argv[i]);
-        opts[k].value = argv[++i];
-      } else {
-        opts[k].value = "1";
-      }
-    }
-    if (!found) return cli_usage(argv[0], help, "unknown option '%s'", argv[i]);
-  }
-  return 0;
-}
-
-const char *cli_get(const cli_opt *opts, int nopts, const char *name) {
-  for (int k = 0; k < nopts; k++)
-    if (!strcmp(opts[k].name, name)) return opts[k].value;
-  return NULL;
-}
-
 long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def) {
   const char *v = cli_get(opts, nopts, name);
   if (!v) return def;

@@ -527,6 +527,15 @@ static uint64_t cand_key(const cwm_measure_opts *o, const cwm_candidate *c) {
   return h;
 }
 
+/* Trims the cache on the first build of a process, then every 64 new objects. */
+static void maybe_tidy(const build_t *b) {
+  static long since_tidy = -1;
+  if (since_tidy < 0 || (since_tidy += b->installed) >= 64) {
+    cache_tidy(b->dir, b->o->cache_max_mb);
+    since_tidy = 0;
+  }
+}
+
 int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **so_path,
               cwm_result *res, cwm_err *err) {
   if (n <= 0) return CWM_OK;
@@ -612,12 +621,7 @@ int cwm_build(const cwm_measure_opts *o, const cwm_candidate *c, int n, char **s
   free(taken);
 
   rc = run_jobs(&b, err);
-  /* the first build of a process, then every 64 new objects */
-  static long since_tidy = -1;
-  if (since_tidy < 0 || (since_tidy += b.installed) >= 64) {
-    cache_tidy(b.dir, o->cache_max_mb);
-    since_tidy = 0;
-  }
+  maybe_tidy(&b);
 
   for (int i = 0; i < n; i++) {
     int w = owner[i];
