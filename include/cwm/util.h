@@ -161,6 +161,11 @@ char *cwm_read_text(const char *path, cwm_err *err);
 /* Writes to path.tmp.<pid> then renames, so a crash never leaves a half-written file. */
 int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err);
 int cwm_mkdir_p(const char *path, cwm_err *err);
+/* The directory part of path ("." when it has none, "/" for a file at the root). */
+void cwm_parent_dir(const char *path, char *out, size_t n);
+/* Whether a file can be created in dir: creating one is the only honest probe (access() judges
+ * by the real uid, and root passes it where writes still fail); errno says why not. */
+int cwm_dir_writable(const char *dir);
 
 /* ---- Thread pool (util/pool.c) ---------------------------------------------------------------- */
 

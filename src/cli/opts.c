@@ -151,18 +151,6 @@ void cli_progress(void *ud, const char *line) {
   if (!s->quiet) fprintf(stderr, "cwm %s: %s\n", s->cmd, line);
 }
 
-/* a file can be created in dir: creating one is the only honest probe (access() judges by the
- * real uid, and root passes it where writes still fail) */
-static int dir_writable(const char *dir) {
-  char probe[4200];
-  snprintf(probe, sizeof probe, "%s/.cwm-probe-XXXXXX", dir);
-  int fd = mkstemp(probe);
-  if (fd < 0) return 0;
-  close(fd);
-  unlink(probe);
-  return 1;
-}
-
 int cli_check_outputs(const cli_opt *o, int nopt, const char *cmd, const char *help) {
   const char *name = cli_get(o, nopt, "--name"), *dir = cli_get(o, nopt, "--export"),
              *sum = cli_get(o, nopt, "--summary");
@@ -174,7 +162,7 @@ int cli_check_outputs(const cli_opt *o, int nopt, const char *cmd, const char *h
     cwm_err e = {0};
     if (!*dir) return cli_usage(cmd, help, "--export needs a directory");
     if (cwm_mkdir_p(dir, &e)) return cli_fail(&e);
-    if (!dir_writable(dir)) {
+    if (!cwm_dir_writable(dir)) {
       fprintf(stderr, "cwm: --export %s: cannot write into it: %s\n", dir, strerror(errno));
       return CWM_EIO;
     }
@@ -182,12 +170,8 @@ int cli_check_outputs(const cli_opt *o, int nopt, const char *cmd, const char *h
   if (sum) {
     if (!*sum) return cli_usage(cmd, help, "--summary needs a file name");
     char parent[4096];
-    snprintf(parent, sizeof parent, "%s", sum);
-    char *slash = strrchr(parent, '/');
-    if (!slash) snprintf(parent, sizeof parent, ".");
-    else if (slash == parent) parent[1] = 0;
-    else *slash = 0;
-    if (!dir_writable(parent)) {
+    cwm_parent_dir(sum, parent, sizeof parent);
+    if (!cwm_dir_writable(parent)) {
       fprintf(stderr, "cwm: --summary %s: cannot write into %s: %s\n", sum, parent, strerror(errno));
       return CWM_EIO;
     }

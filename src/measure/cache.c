@@ -30,27 +30,11 @@ const char *cwm_measure_cache_dir(const cwm_measure_opts *o) {
   return fallback;
 }
 
-/* Creating a file is the only honest probe: mkdir -p succeeds on an existing read-only
- * directory, and access() judges by the real uid (root passes it where writes still fail). */
-static int check_writable(const char *dir, cwm_err *err) {
-  char probe[4200];
-  snprintf(probe, sizeof probe, "%s/.probe-XXXXXX", dir);
-  int fd = mkstemp(probe);
-  if (fd < 0) return cwm_fail(err, CWM_EIO, "cache directory %s is not writable: %s", dir, strerror(errno));
-  close(fd);
-  unlink(probe);
-  return CWM_OK;
-}
-
 int cache_prepare(const char *dir, cwm_err *err) {
   char parent[4096];
-  snprintf(parent, sizeof parent, "%s", dir);
-  char *slash = strrchr(parent, '/');
-  if (slash && slash != parent) {
-    *slash = 0;
-    int rc = cwm_mkdir_p(parent, err);
-    if (rc) return rc;
-  }
+  cwm_parent_dir(dir, parent, sizeof parent);
+  int rc = cwm_mkdir_p(parent, err);
+  if (rc) return rc;
   if (mkdir(dir, 0700) != 0 && errno != EEXIST)
     return cwm_fail(err, CWM_EIO, "cache directory %s: cannot create: %s", dir, strerror(errno));
   struct stat sb;
@@ -65,7 +49,9 @@ int cache_prepare(const char *dir, cwm_err *err) {
   if ((sb.st_mode & 077) && chmod(dir, 0700) != 0)
     return cwm_fail(err, CWM_EIO, "cache directory %s is open to other users and cannot be made private: %s", dir,
                     strerror(errno));
-  return check_writable(dir, err);
+  if (!cwm_dir_writable(dir))
+    return cwm_fail(err, CWM_EIO, "cache directory %s is not writable: %s", dir, strerror(errno));
+  return CWM_OK;
 }
 
 /* size and FNV-1a hash of a file's contents; -1 when it cannot be read */

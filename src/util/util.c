@@ -239,10 +239,7 @@ int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err 
     return cwm_fail(err, CWM_EIO, "%s: rename failed: %s", path, strerror(e));
   }
   char dir[4200];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash) *(slash == dir ? slash + 1 : slash) = 0;
-  else snprintf(dir, sizeof dir, ".");
+  cwm_parent_dir(path, dir, sizeof dir);
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) { /* the rename itself made durable; a directory that cannot be opened is left as it is */
     fsync(dfd);
@@ -372,4 +369,22 @@ void *cwm_memdup(const void *p, size_t n) {
   void *q = cwm_xmalloc(n ? n : 1);
   if (n) memcpy(q, p, n);
   return q;
+}
+
+void cwm_parent_dir(const char *path, char *out, size_t n) {
+  snprintf(out, n, "%s", path);
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, n, ".");
+  else if (slash == out) out[1] = 0;
+  else *slash = 0;
+}
+
+int cwm_dir_writable(const char *dir) {
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/.cwm-probe-XXXXXX", dir);
+  int fd = mkstemp(probe);
+  if (fd < 0) return 0;
+  close(fd);
+  unlink(probe);
+  return 1;
 }
