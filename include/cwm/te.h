@@ -87,8 +87,8 @@ char *cwm_op_to_text(const char *spec, cwm_err *err);
 cwm_workload *cwm_workload_from_spec(const char *spec, const char *suite_path, cwm_err *err);
 /* Suite lookup: fills op spec for an id; returns 0 on success. */
 int cwm_suite_lookup(const char *suite_path, const char *id, char *spec, size_t n, cwm_err *err);
-/* Default suite path: the one set by cwm_suite_set_default_path, else the source tree's
- * bench/suite.tsv while it exists, else bench/suite.tsv (relative to the working directory). */
+/* Default suite path: the one set by cwm_suite_set_default_path, else the installed or source
+ * tree's suite (cwm_data_file), else bench/suite.tsv (relative to the working directory). */
 const char *cwm_suite_default_path(void);
 /* Sets the path cwm_suite_default_path returns (NULL or "": back to the search above); copied. */
 void cwm_suite_set_default_path(const char *path);

@@ -166,6 +166,11 @@ void cwm_parent_dir(const char *path, char *out, size_t n);
 /* Whether a file can be created in dir: creating one is the only honest probe (access() judges
  * by the real uid, and root passes it where writes still fail); errno says why not. */
 int cwm_dir_writable(const char *dir);
+/* A data file shipped with cwm (the default model, the suite): <prefix>/share/cwm/<installed>
+ * beside the running program when it is installed there, else <source tree>/<in_source> while the
+ * tree it was built from exists, else the install prefix chosen at build time; written into out,
+ * or NULL when none exists. */
+const char *cwm_data_file(const char *installed, const char *in_source, char *out, size_t n);
 
 /* ---- Thread pool (util/pool.c) ---------------------------------------------------------------- */
 

@@ -116,8 +116,8 @@ void cwm_world_cm_opts_default(cwm_world_cm_opts *o);
  * update() boosts the ranker with the records measured so far for their workload (one query
  * group) after every round. */
 cwm_costmodel *cwm_costmodel_world(cwm_world *w, const cwm_world_cm_opts *o, cwm_err *err);
-/* The default model file: the one set by cwm_world_set_default_path, else
- * <source dir>/models/default.cwm, else /usr/local/share/cwm/default.cwm; NULL if none exists. */
+/* The default model file: the one set by cwm_world_set_default_path, else the installed or source
+ * tree's default model (cwm_data_file: share/cwm/default.cwm, models/default.cwm); NULL if none. */
 const char *cwm_world_default_path(void);
 /* Sets the file cwm_world_default_path returns (NULL or "": back to the search above); copied. */
 void cwm_world_set_default_path(const char *path);

@@ -191,9 +191,12 @@ int cmd_tune(int argc, char **argv) {
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) return cli_fail(&e);
   cli_catch_stop();
-  if (!quiet)
-    fprintf(stderr, "cwm tune: %s, model %s, %d trials, seed %llu, %d thread(s)\n", w->name, model, to.trials,
-            (unsigned long long)to.seed, mo.threads);
+  if (!quiet) {
+    const char *mf = cli_get(o, NOPT(o), "--model-file");
+    if (!mf && !strcmp(model, "world")) mf = cwm_world_default_path();
+    fprintf(stderr, "cwm tune: %s, model %s%s%s%s, %d trials, seed %llu, %d thread(s)\n", w->name, model,
+            mf ? " (" : "", mf ? mf : "", mf ? ")" : "", to.trials, (unsigned long long)to.seed, mo.threads);
+  }
   cwm_tune_result res;
   rc = cwm_tune(t, m, &to, &res, &e);
   if (cli_stop && !quiet) fprintf(stderr, "cwm tune: interrupted; %d records measured in this run are in the log\n", res.measured);

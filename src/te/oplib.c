@@ -296,12 +296,10 @@ void cwm_suite_set_default_path(const char *path) {
 }
 
 const char *cwm_suite_default_path(void) {
+  static char path[4096];
   if (g_suite_path[0]) return g_suite_path;
-#ifdef CWM_SOURCE_DIR
-  /* The source tree's suite only if it is still there (an installed binary may outlive it). */
-  if (access(CWM_SOURCE_DIR "/bench/suite.tsv", R_OK) == 0) return CWM_SOURCE_DIR "/bench/suite.tsv";
-#endif
-  return "bench/suite.tsv";
+  const char *p = cwm_data_file("suite.tsv", "bench/suite.tsv", path, sizeof path);
+  return p ? p : "bench/suite.tsv";
 }
 
 int cwm_suite_lookup(const char *suite_path, const char *id, char *spec, size_t n, cwm_err *err) {

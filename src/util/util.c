@@ -388,3 +388,27 @@ int cwm_dir_writable(const char *dir) {
   unlink(probe);
   return 1;
 }
+
+const char *cwm_data_file(const char *installed, const char *in_source, char *out, size_t n) {
+  /* beside the running program, as installed: <prefix>/bin/cwm and <prefix>/share/cwm/<file> */
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = 0;
+    char bin[4096], prefix[4096];
+    cwm_parent_dir(exe, bin, sizeof bin);
+    cwm_parent_dir(bin, prefix, sizeof prefix);
+    snprintf(out, n, "%s/share/cwm/%s", prefix, installed);
+    if (access(out, R_OK) == 0) return out;
+  }
+#ifdef CWM_SOURCE_DIR
+  /* a program run from its build tree: the source tree, while it is there */
+  snprintf(out, n, "%s/%s", CWM_SOURCE_DIR, in_source);
+  if (access(out, R_OK) == 0) return out;
+#endif
+#ifdef CWM_DATA_DIR
+  snprintf(out, n, "%s/%s", CWM_DATA_DIR, installed);
+  if (access(out, R_OK) == 0) return out;
+#endif
+  return NULL;
+}

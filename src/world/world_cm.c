@@ -325,11 +325,5 @@ void cwm_world_set_default_path(const char *path) {
 const char *cwm_world_default_path(void) {
   static char path[4096];
   if (g_model_path[0]) return g_model_path;
-#ifdef CWM_SOURCE_DIR
-  snprintf(path, sizeof path, "%s/models/default.cwm", CWM_SOURCE_DIR);
-  if (access(path, R_OK) == 0) return path;
-#endif
-  snprintf(path, sizeof path, "/usr/local/share/cwm/default.cwm");
-  if (access(path, R_OK) == 0) return path;
-  return NULL;
+  return cwm_data_file("default.cwm", "models/default.cwm", path, sizeof path);
 }
