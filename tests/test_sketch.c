@@ -378,7 +378,7 @@ static void test_padded_tile(void) {
 /* A batch matrix product whose second operand is given as [B,N,K]: programs that vectorize N
  * copy it into [.., K, N] panels per call, in 8 x 8 blocks transposed in registers (cwm_tr8) */
 static void test_transposed_pack(void) {
-  int rem, np = check_sampled_with("batch_matmul B=2 M=8 N=32 K=24", 4, "cwm_tr8(r_)", &rem);
+  int rem, np = check_sampled_with("batch_matmul B=2 M=8 N=32 K=24", 4, "cwm_tr8(r__)", &rem);
   CHECKF(np >= 2, "only %d candidates with a transposed runtime pack", np);
 }
 
