@@ -503,6 +503,7 @@ static void test_cache(void) {
     rc = cwm_measure(&o, c, 1, NULL, mr, &err);
     CHECKF(rc == CWM_OK && mr[0].error == CWM_MERR_NONE, "rc %d error %d: %s", rc, mr[0].error, mr[0].msg);
     /* and an intact one is a hit: nothing compiled */
+    free(so2[0]);
     runs = cwm_measure_compiler_runs();
     rc = cwm_build(&o, c, 1, so2, res, &err);
     CHECK(rc == CWM_OK && cwm_measure_compiler_runs() == runs);
