@@ -55,7 +55,6 @@ void cwm_buf_indent(cwm_buf *b, int depth);
 /* Takes ownership of the string; the buffer is left empty. */
 char *cwm_buf_take(cwm_buf *b);
 
-/* 64-bit FNV-1a; hex form is 16 lowercase digits plus NUL. */
 /* idx[0..n) = the indices of v ordered by value, ascending or (desc) descending; NaN counts as the
  * lowest value and ties keep index order. */
 void cwm_argsort(const double *v, int n, int desc, int *idx);
@@ -70,12 +69,6 @@ void *cwm_grow(void *p, size_t n, size_t *cap, size_t elem);
  * skipped, a line is at most max_line bytes (a longer one is reported, not held). */
 typedef struct cwm_lines cwm_lines;
 cwm_lines *cwm_lines_open(const char *path, const char *what, size_t max_line, cwm_err *err);
-/* The next line that is not blank, leading blanks skipped: 1 and *line (valid until the next
- * call); 0 at the end; 2 for a line that is too long or holds a NUL byte (err says which; the
- * reader goes on after it); -1 on a read error (err names the file and line). */
-int cwm_lines_next(cwm_lines *l, const char **line, cwm_err *err);
-long cwm_lines_lineno(const cwm_lines *l); /* of the line last returned, from 1 */
-const char *cwm_lines_path(const cwm_lines *l);
 size_t cwm_lines_bufsize(const cwm_lines *l); /* bytes of its line buffer (at most max_line + 1) */
 /* A line's parser: 0 accepts it (out filled), > 0 rejects it as corrupt (e says why), < 0 skips it. */
 typedef int (*cwm_line_parser)(const char *line, void *out, void *ctx, cwm_err *e);
@@ -99,6 +92,8 @@ void cwm_hset_add(cwm_hset *s, uint64_t h);
 /* The 1-based column at which JSON text nests deeper than max arrays/objects (strings skipped),
  * or 0: checked before a recursive parser sees the text. */
 long cwm_json_too_deep(const char *text, int max);
+
+/* 64-bit FNV-1a; hex form is 16 lowercase digits plus NUL. */
 uint64_t cwm_hash64(const void *data, size_t n);
 void cwm_hash_hex(uint64_t h, char out[17]);
 

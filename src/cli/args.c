@@ -43,7 +43,6 @@ const char *cli_get(const cli_opt *opts, int nopts, const char *name) {
   return NULL;
 }
 
-
 int cli_usage(const char *cmd, const char *help, const char *fmt, ...) {
   if (fmt) {
     va_list ap;

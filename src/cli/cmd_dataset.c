@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 static const char *DATASET_HELP =
     "usage: cwm dataset <subcommand> [options]   (cwm dataset <subcommand> --help)\n"
     "\n"

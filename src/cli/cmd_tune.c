@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const char *TUNE_HELP =
     "usage: cwm tune --workload SPEC [--workload-file FILE] [--trials N]\n"
     "                [--model random|ansor|world] [--model-file MODEL] [--pretrained FILE]\n"
@@ -61,7 +60,6 @@ static const char *TUNE_HELP =
     "--export DIR writes each subgraph's best kernel into DIR/<name>/; --summary FILE writes\n"
     "{network, trials, est_latency_ms, tasks: [...]} as JSON.\n"
     "Ctrl-C stops after the measurements in flight; nothing measured is lost.\n";
-
 
 /* --export DIR: the best schedule of the run as DIR/NAME.c, NAME.h and NAME_example.c. */
 static int export_best(const cli_opt *o, int nopt, cwm_task *t, const cwm_workload *w, const cwm_tune_result *res,

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct {
   int quiet;
 } ui;

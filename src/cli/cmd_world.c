@@ -76,9 +76,6 @@ static const char *EVAL_HELP =
     "A's top 8 are B's top 8. A and B are meant to be one computation at shapes one apart\n"
     "(matmul 1024 and 1023): a model that reads programs, not their spelling, gives tau near 1.\n";
 
-
-
-
 static int train_ansor(int argc, char **argv) {
   cli_opt o[] = {{"--records", 1, NULL}, {"--out", 1, NULL}, {"--valid-fraction", 1, NULL}, {"--seed", 1, NULL},
                  {"--quiet", 0, NULL}};

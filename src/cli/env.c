@@ -77,18 +77,14 @@ int cli_cache_opts(int *argc, char **argv) {
   return 0;
 }
 
-
-const char *cli_cache_dir_opt(void) { return g_cache_dir; }
-long cli_cache_max_mb_opt(void) { return g_cache_max_mb; }
-
 void cli_env_measure(cwm_measure_opts *mo) {
   /* the options keep the pointer, so the directory lives as long as the process */
   static char home_dir[4096];
   const char *v;
   if ((v = var("CC"))) mo->cc = v;
-  if (cli_cache_max_mb_opt() >= 0) mo->cache_max_mb = cli_cache_max_mb_opt();
-  if (cli_cache_dir_opt()) {
-    mo->cache_dir = cli_cache_dir_opt();
+  if (g_cache_max_mb >= 0) mo->cache_max_mb = g_cache_max_mb;
+  if (g_cache_dir) {
+    mo->cache_dir = g_cache_dir;
   } else if ((v = var("CWM_CACHE_DIR"))) {
     mo->cache_dir = v;
   } else if ((v = var("HOME"))) {

@@ -12,8 +12,6 @@ void cli_env_apply(void);
 /* Takes --cache-dir DIR and --cache-max-mb N (or --opt=value) out of argv, wherever they stand,
  * for cli_env_measure; CWM_EUSAGE (printed) on a bad value. */
 int cli_cache_opts(int *argc, char **argv);
-const char *cli_cache_dir_opt(void); /* --cache-dir's value, or NULL */
-long cli_cache_max_mb_opt(void);     /* --cache-max-mb's value, or -1 */
 /* CC, the cache directory (--cache-dir, else CWM_CACHE_DIR, else $HOME/.cache/cwm) and
  * --cache-max-mb into measure options just defaulted. */
 void cli_env_measure(cwm_measure_opts *mo);

@@ -36,7 +36,6 @@ void cwm_measure_opts_default(cwm_measure_opts *o) {
                           .cache_max_mb = 2048, .seed = 1};
 }
 
-
 const char *cwm_merr_name(int e) {
   static const char *const names[] = {"none",          "instantiation", "compile_host",
                                       "compile_device", "runtime",       "wrong_answer",
@@ -508,7 +507,6 @@ static int run_jobs(build_t *b, cwm_err *err) {
   free(run);
   return rc;
 }
-
 
 static uint64_t cand_key(const cwm_measure_opts *o, const cwm_candidate *c) {
   cwm_buf k;

@@ -37,8 +37,6 @@ void cwm_lines_close(cwm_lines *l) {
   free(l);
 }
 
-long cwm_lines_lineno(const cwm_lines *l) { return l ? l->lineno : 0; }
-const char *cwm_lines_path(const cwm_lines *l) { return l ? l->path : ""; }
 size_t cwm_lines_bufsize(const cwm_lines *l) { return l ? l->cap : 0; }
 
 /* Reads one line (without its '\n', NULs kept) into l->line; 1 ok, 0 end, -1 read error, 2 a
@@ -90,7 +88,10 @@ static int is_blank(const char *s, size_t n) {
   return 1;
 }
 
-int cwm_lines_next(cwm_lines *l, const char **line, cwm_err *err) {
+/* The next line that is not blank, leading blanks skipped: 1 and *line (valid until the next
+ * call); 0 at the end; 2 for a line that is too long or holds a NUL byte (err says which; the
+ * reader goes on after it); -1 on a read error (err names the file and line). */
+static int next_line(cwm_lines *l, const char **line, cwm_err *err) {
   *line = "";
   for (;;) {
     size_t len = 0;
@@ -123,7 +124,7 @@ int cwm_lines_parse(cwm_lines *l, cwm_line_parser parse, void *out, void *ctx, c
   for (;;) {
     const char *line;
     cwm_err why = {0};
-    int rc = cwm_lines_next(l, &line, &why), prc = 1;
+    int rc = next_line(l, &line, &why), prc = 1;
     if (rc == 0) return 0;
     if (rc < 0) {
       if (err) *err = why;
