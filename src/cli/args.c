@@ -8,31 +8,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+int cli_opt_is(const char *arg, const char *name, const char **inline_value) {
+  size_t n = strlen(name);
+  if (strncmp(arg, name, n) || (arg[n] && arg[n] != '=')) return 0;
+  *inline_value = arg[n] ? arg + n + 1 : NULL;
+  return 1;
+}
+
 int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       fputs(help, stdout);
       return -1;
     }
-    const char *eq = strncmp(argv[i], "--", 2) ? NULL : strchr(argv[i], '=');
-    size_t nlen = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
-    int found = 0;
-    for (int k = 0; k < nopts && !found; k++) {
-      if (strlen(opts[k].name) != nlen || strncmp(argv[i], opts[k].name, nlen)) continue;
-      found = 1;
-      if (opts[k].has_value) {
-        if (eq) {
-          opts[k].value = eq + 1;
-        } else {
-          if (i + 1 >= argc) return cli_usage(argv[0], help, "option %s needs a value", argv[i]);
-          opts[k].value = argv[++i];
-        }
-      } else {
-        if (eq) return cli_usage(argv[0], help, "option %.*s takes no value", (int)nlen, argv[i]);
-        opts[k].value = "1";
-      }
+    const char *val = NULL;
+    int k = 0;
+    while (k < nopts && !cli_opt_is(argv[i], opts[k].name, &val)) k++;
+    if (k == nopts) return cli_usage(argv[0], help, "unknown option '%s'", argv[i]);
+    if (!opts[k].has_value) {
+      if (val) return cli_usage(argv[0], help, "option %s takes no value", opts[k].name);
+      val = "1";
+    } else if (!val) {
+      if (i + 1 >= argc) return cli_usage(argv[0], help, "option %s needs a value", argv[i]);
+      val = argv[++i];
     }
-    if (!found) return cli_usage(argv[0], help, "unknown option '%s'", argv[i]);
+    opts[k].value = val;
   }
   return 0;
 }

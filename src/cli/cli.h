@@ -19,6 +19,9 @@ typedef struct {
 /* Parses argv (argv[0] is the command name) against opts; returns 0, or prints the problem and
  * the help text and returns CWM_EUSAGE; returns -1 when --help was asked (help printed). */
 int cli_parse(int argc, char **argv, cli_opt *opts, int nopts, const char *help);
+/* Whether the argument arg is the option name, alone ("--name", *inline_value NULL) or with its
+ * value ("--name=value", *inline_value the value). */
+int cli_opt_is(const char *arg, const char *name, const char **inline_value);
 const char *cli_get(const cli_opt *opts, int nopts, const char *name);
 long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def);
 /* The same for an int (a value that does not fit is a usage error, not a wrapped number) and a

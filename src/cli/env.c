@@ -1,6 +1,7 @@
 /* env.c: every environment variable the cwm command honours, read here and nowhere else, so that
  * `cwm --help` can list them all and the library stays a function of its arguments. */
 #include "env.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,47 +31,38 @@ static const char *g_cache_dir; /* --cache-dir */
 static long g_cache_max_mb = -1; /* --cache-max-mb */
 
 int cli_cache_opts(int *argc, char **argv) {
+  static const char *const names[] = {"--cache-dir", "--cache-max-mb"};
   int out = 0;
   for (int i = 0; i < *argc; i++) {
-    const char *a = argv[i], *val = NULL;
-    int takes = 0;
-    for (int k = 0; k < 2; k++) {
-      const char *name = k ? "--cache-max-mb" : "--cache-dir";
-      size_t n = strlen(name);
-      if (!strcmp(a, name)) {
-        if (i + 1 >= *argc) {
-          fprintf(stderr, "cwm: %s needs a value\n", name);
-          return CWM_EUSAGE;
-        }
-        val = argv[i + 1];
-        takes = 2;
-      } else if (!strncmp(a, name, n) && a[n] == '=') {
-        val = a + n + 1;
-        takes = 1;
-      }
-      if (!takes) continue;
-      if (k == 0) {
-        if (!*val) {
-          fprintf(stderr, "cwm: --cache-dir needs a directory\n");
-          return CWM_EUSAGE;
-        }
-        g_cache_dir = val;
-      } else {
-        char *end;
-        long mb = strtol(val, &end, 10);
-        if (*end || end == val || mb < 0 || mb > (1L << 30)) {
-          fprintf(stderr, "cwm: --cache-max-mb must be a number of MB (0: no bound), not '%s'\n", val);
-          return CWM_EUSAGE;
-        }
-        g_cache_max_mb = mb;
-      }
-      break;
-    }
-    if (takes) {
-      i += takes - 1;
+    const char *val = NULL;
+    int k = 0;
+    while (k < 2 && !cli_opt_is(argv[i], names[k], &val)) k++;
+    if (k == 2) {
+      argv[out++] = argv[i];
       continue;
     }
-    argv[out++] = argv[i];
+    if (!val) {
+      if (i + 1 >= *argc) {
+        fprintf(stderr, "cwm: %s needs a value\n", names[k]);
+        return CWM_EUSAGE;
+      }
+      val = argv[++i];
+    }
+    if (k == 0) {
+      if (!*val) {
+        fprintf(stderr, "cwm: --cache-dir needs a directory\n");
+        return CWM_EUSAGE;
+      }
+      g_cache_dir = val;
+    } else {
+      char *end;
+      long mb = strtol(val, &end, 10);
+      if (*end || end == val || mb < 0 || mb > (1L << 30)) {
+        fprintf(stderr, "cwm: --cache-max-mb must be a number of MB (0: no bound), not '%s'\n", val);
+        return CWM_EUSAGE;
+      }
+      g_cache_max_mb = mb;
+    }
   }
   *argc = out;
   argv[out] = NULL;
