@@ -104,5 +104,7 @@ int cwm_expr_has_call(const cwm_expr *e);    /* exp, tanh ... (expensive for inl
 int cwm_expr_has_select(const cwm_expr *e);
 const char *cwm_fn_name(cwm_fn f);
 int cwm_ident_valid(const char *s); /* 1 if s is a permitted identifier */
+/* 1 if s is a C keyword or a library name generated or exported code uses (expf, malloc, ...). */
+int cwm_c_name_taken(const char *s);
 
 #endif

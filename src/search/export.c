@@ -9,31 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Identifiers an exported kernel's name must not take: C's keywords, and what the exported files
- * and the headers they include (stdio.h, stdlib.h, string.h, math.h, omp.h) declare or use. */
-static const char *const TAKEN[] = {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
-    "_Complex", "_Imaginary", "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn", "_Static_assert",
-    "_Thread_local", "bool", "true", "false", "NULL", "main", "malloc", "calloc", "realloc", "free", "abort",
-    "exit", "atoi", "atof", "rand", "srand", "printf", "fprintf", "sprintf", "snprintf", "puts", "fputs",
-    "fopen", "fclose", "fread", "fwrite", "stdin", "stdout", "stderr", "memcpy", "memset", "memmove", "memcmp",
-    "strlen", "strcmp", "strcpy", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "erf", "erff",
-    "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf", "floor", "floorf", "ceil", "ceilf",
-    "sin", "sinf", "cos", "cosf", "isnan", "isinf", "isfinite", "INFINITY", "NAN", "omp_get_num_threads",
-    "omp_get_thread_num", "omp_set_num_threads", "size_t", "int64_t", "uint64_t", "int32_t", "uint32_t",
-};
-
 int cwm_export_name_ok(const char *s) {
   if (!s || !s[0] || strlen(s) > 60 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return 0;
   for (const char *p = s; *p; p++)
     if (!isalnum((unsigned char)*p) && *p != '_') return 0;
   if (s[0] == '_' && (s[1] == '_' || isupper((unsigned char)s[1]))) return 0; /* reserved */
   if (!strncmp(s, "cwm_", 4)) return 0; /* the generator's own names */
-  for (size_t i = 0; i < sizeof TAKEN / sizeof *TAKEN; i++)
-    if (!strcmp(s, TAKEN[i])) return 0;
-  return 1;
+  return !cwm_c_name_taken(s);
 }
 
 static void shape_str(const cwm_op *op, char *buf, size_t n) {

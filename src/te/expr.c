@@ -82,23 +82,31 @@ const char *cwm_fn_name(cwm_fn f) {
   return names[f];
 }
 
-static const char *const reserved[] = {
-    /* C11 keywords */
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-    "union", "unsigned", "void", "volatile", "while", "_Alignas", "_Alignof", "_Atomic",
-    "_Bool", "_Complex", "_Generic", "_Imaginary", "_Noreturn", "_Static_assert",
-    "_Thread_local",
-    /* names the generated code or its libraries use, and the language's own words; every name the
-     * code generator makes up for itself has a double underscore or the cwm prefix, both refused
-     * below, so a tensor or axis name can never meet one of them */
-    "main", "exp", "expf", "tanh", "tanhf", "erf", "erff", "sqrt", "sqrtf", "fmaxf", "fminf",
-    "fabsf", "malloc", "free", "calloc", "realloc", "aligned_alloc", "memcpy", "memset",
-    "printf", "abort", "exit", "args", "select", "sum", "max", "min", "gelu", "relu", "rsqrt",
-    "input", "output", "omp", "fmax", "fmin", "fabs", "log", "logf", "pow", "powf", "floor", "floorf",
-    "ceil", "ceilf", "isnan", "isinf", "INFINITY", "NAN", "FLT_MAX", "DBL_MAX", "NULL", "size_t", "int64_t",
-    "uint64_t", "int32_t", "uint32_t", "ptrdiff_t", "memmove", "strlen", "bool", "true", "false"};
+/* C's keywords and the library names that generated kernels, exported files and the headers they
+ * include (math.h, stdlib.h, string.h, stdio.h, omp.h) declare or use. */
+static const char *const c_taken[] = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
+    "_Alignas", "_Alignof", "_Atomic", "_Bool", "_Complex", "_Generic", "_Imaginary", "_Noreturn",
+    "_Static_assert", "_Thread_local", "bool", "true", "false", "NULL", "main", "malloc", "calloc", "realloc",
+    "aligned_alloc", "free", "abort", "exit", "atoi", "atof", "rand", "srand", "printf", "fprintf", "sprintf",
+    "snprintf", "puts", "fputs", "fopen", "fclose", "fread", "fwrite", "stdin", "stdout", "stderr", "memcpy",
+    "memset", "memmove", "memcmp", "strlen", "strcmp", "strcpy", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
+    "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf", "floor",
+    "floorf", "ceil", "ceilf", "sin", "sinf", "cos", "cosf", "isnan", "isinf", "isfinite", "INFINITY", "NAN",
+    "FLT_MAX", "DBL_MAX", "size_t", "ptrdiff_t", "int64_t", "uint64_t", "int32_t", "uint32_t",
+    "omp_get_num_threads", "omp_get_thread_num", "omp_set_num_threads"};
+
+/* the workload language's own words */
+static const char *const lang_words[] = {"args", "select", "sum",   "max",    "min", "gelu",
+                                         "relu", "rsqrt",  "input", "output", "omp"};
+
+int cwm_c_name_taken(const char *s) {
+  for (size_t i = 0; i < sizeof c_taken / sizeof c_taken[0]; i++)
+    if (strcmp(s, c_taken[i]) == 0) return 1;
+  return 0;
+}
 
 /* Explicit ranges rather than <ctype.h>: the answer must not depend on the locale. */
 static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -113,7 +121,10 @@ int cwm_ident_valid(const char *s) {
   }
   if (strstr(s, "__")) return 0;
   if ((s[0] | 0x20) == 'c' && (s[1] | 0x20) == 'w' && (s[2] | 0x20) == 'm') return 0;
-  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-    if (strcmp(s, reserved[i]) == 0) return 0;
+  /* every name the code generator makes up for itself has a double underscore or the cwm prefix,
+   * both refused above, so a tensor or axis name can never meet one of them */
+  if (cwm_c_name_taken(s)) return 0;
+  for (size_t i = 0; i < sizeof lang_words / sizeof lang_words[0]; i++)
+    if (strcmp(s, lang_words[i]) == 0) return 0;
   return 1;
 }
