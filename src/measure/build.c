@@ -358,6 +358,9 @@ static int copy_file(const char *from, const char *to) {
 /* Each member's object appears under its real name by rename only, so a crash never leaves a
  * half-written .so where a later run would take it for a cache hit. */
 static int install(build_t *b, job_t *j, cwm_err *err) {
+  /* every member is a link to (or copy of) the job's object: one seal serves them all */
+  char seal[SEAL_MAX];
+  int sealed = cache_seal_text(j->sofile, seal, sizeof seal) == 0;
   for (int k = 0; k < j->nmem; k++) {
     int i = j->mem[k];
     char tmp[PATH_CAP + 64];
@@ -370,7 +373,7 @@ static int install(build_t *b, job_t *j, cwm_err *err) {
       unlink(tmp);
       return cwm_fail(err, CWM_EIO, "%s: cannot rename into place: %s", b->final[i], strerror(e));
     }
-    cache_seal(b->final[i]);
+    if (sealed) cache_write_seal(b->final[i], seal);
     b->so_path[i] = cwm_xstrdup(b->final[i]);
     b->installed++;
   }

@@ -54,14 +54,14 @@ int cache_prepare(const char *dir, cwm_err *err) {
   return CWM_OK;
 }
 
-/* size and FNV-1a hash of a file's contents; -1 when it cannot be read */
-static int file_digest(const char *path, long long *size, uint64_t *hash) {
-  size_t n = 0;
-  char *data = cwm_read_file(path, &n, NULL);
+int cache_seal_text(const char *so, char *text, size_t n) {
+  size_t len = 0;
+  char *data = cwm_read_file(so, &len, NULL);
   if (!data) return -1;
-  *size = (long long)n;
-  *hash = cwm_hash64(data, n);
+  char hex[17];
+  cwm_hash_hex(cwm_hash64(data, len), hex);
   free(data);
+  snprintf(text, n, SEAL_MAGIC " %zu %s\n", len, hex);
   return 0;
 }
 
@@ -71,33 +71,20 @@ static void seal_path(const char *so, char *out, size_t n) {
   snprintf(out, n, "%.*s.sum", (int)len, so);
 }
 
-void cache_seal(const char *so) {
-  long long size;
-  uint64_t h;
-  if (file_digest(so, &size, &h) != 0) return;
-  char sp[4200], text[128], hex[17];
+void cache_write_seal(const char *so, const char *text) {
+  char sp[4200];
   seal_path(so, sp, sizeof sp);
-  cwm_hash_hex(h, hex);
-  int n = snprintf(text, sizeof text, SEAL_MAGIC " %lld %s\n", size, hex);
-  cwm_write_file_atomic(sp, text, (size_t)n, NULL); /* no seal: the next run rebuilds the entry */
+  cwm_write_file_atomic(sp, text, strlen(text), NULL); /* no seal: the next run rebuilds the entry */
 }
 
 int cache_hit(const char *so) {
   struct stat sb;
   if (stat(so, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0) return 0;
-  char sp[4200], want[128];
+  char sp[4200], want[SEAL_MAX];
   seal_path(so, sp, sizeof sp);
   char *seal = cwm_read_file(sp, NULL, NULL);
   if (!seal) return 0;
-  long long size;
-  uint64_t h;
-  char hex[17];
-  int ok = file_digest(so, &size, &h) == 0 && size == (long long)sb.st_size;
-  if (ok) {
-    cwm_hash_hex(h, hex);
-    snprintf(want, sizeof want, SEAL_MAGIC " %lld %s\n", size, hex);
-    ok = !strcmp(seal, want);
-  }
+  int ok = cache_seal_text(so, want, sizeof want) == 0 && !strcmp(seal, want);
   free(seal);
   /* a hit is a use: least recently used entries go first when the cache is over its bound */
   if (ok) utimensat(AT_FDCWD, so, NULL, 0);
