@@ -166,6 +166,15 @@ int cwm_dir_writable(const char *dir);
  * tree it was built from exists, else the install prefix chosen at build time; written into out,
  * or NULL when none exists. */
 const char *cwm_data_file(const char *installed, const char *in_source, char *out, size_t n);
+/* A shipped data file a program may choose another for (the default model, the suite): the
+ * chosen path (copied) when one is set, else cwm_data_file's find, else NULL. */
+typedef struct {
+  const char *installed, *in_source;
+  char chosen[4096], found[4096];
+} cwm_data_default;
+#define CWM_DATA_DEFAULT(installed, in_source) {(installed), (in_source), "", ""}
+void cwm_data_default_set(cwm_data_default *d, const char *path); /* NULL or "": back to the search */
+const char *cwm_data_default_path(cwm_data_default *d);
 
 /* ---- Thread pool (util/pool.c) ---------------------------------------------------------------- */
 

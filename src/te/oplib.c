@@ -288,17 +288,13 @@ char *cwm_op_to_text(const char *spec, cwm_err *err) {
   return cwm_buf_take(&b);
 }
 
-/* The caller's choice of default suite, copied so the caller's string need not outlive the call. */
-static char g_suite_path[4096];
+/* The caller's choice of default suite, else the shipped one. */
+static cwm_data_default g_suite = CWM_DATA_DEFAULT("suite.tsv", "bench/suite.tsv");
 
-void cwm_suite_set_default_path(const char *path) {
-  snprintf(g_suite_path, sizeof g_suite_path, "%s", path ? path : "");
-}
+void cwm_suite_set_default_path(const char *path) { cwm_data_default_set(&g_suite, path); }
 
 const char *cwm_suite_default_path(void) {
-  static char path[4096];
-  if (g_suite_path[0]) return g_suite_path;
-  const char *p = cwm_data_file("suite.tsv", "bench/suite.tsv", path, sizeof path);
+  const char *p = cwm_data_default_path(&g_suite);
   return p ? p : "bench/suite.tsv";
 }
 

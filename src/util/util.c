@@ -412,3 +412,12 @@ const char *cwm_data_file(const char *installed, const char *in_source, char *ou
 #endif
   return NULL;
 }
+
+void cwm_data_default_set(cwm_data_default *d, const char *path) {
+  snprintf(d->chosen, sizeof d->chosen, "%s", path ? path : "");
+}
+
+const char *cwm_data_default_path(cwm_data_default *d) {
+  if (d->chosen[0]) return d->chosen;
+  return cwm_data_file(d->installed, d->in_source, d->found, sizeof d->found);
+}

@@ -315,15 +315,9 @@ cwm_costmodel *cwm_costmodel_world(cwm_world *w, const cwm_world_cm_opts *o, cwm
   return &m->base;
 }
 
-/* The caller's choice of default model, copied so the caller's string need not outlive the call. */
-static char g_model_path[4096];
+/* The caller's choice of default model, else the shipped one. */
+static cwm_data_default g_model = CWM_DATA_DEFAULT("default.cwm", "models/default.cwm");
 
-void cwm_world_set_default_path(const char *path) {
-  snprintf(g_model_path, sizeof g_model_path, "%s", path ? path : "");
-}
+void cwm_world_set_default_path(const char *path) { cwm_data_default_set(&g_model, path); }
 
-const char *cwm_world_default_path(void) {
-  static char path[4096];
-  if (g_model_path[0]) return g_model_path;
-  return cwm_data_file("default.cwm", "models/default.cwm", path, sizeof path);
-}
+const char *cwm_world_default_path(void) { return cwm_data_default_path(&g_model); }
