@@ -343,28 +343,27 @@ int ginf_structural(ictx *c, cwm_opp *p, const char *op) {
   static const struct {
     const char *op;
     int (*fn)(ictx *c, cwm_opp *p, const char *op, const cwm_value *x);
+    int data; /* reads a data input first (checked present here) */
   } ops[] = {
-      {"Shape", shape_shape_of},
-      {"Size", shape_shape_of},
-      {"ConstantOfShape", shape_constant_of_shape},
-      {"Range", shape_range},
-      {"Reshape", shape_reshape},
-      {"Slice", shape_slice},
-      {"Flatten", shape_flatten},
-      {"Transpose", shape_transpose},
-      {"Squeeze", shape_squeeze},
-      {"Unsqueeze", shape_squeeze},
-      {"Concat", shape_concat},
-      {"Gather", shape_gather},
-      {"Expand", shape_expand_tile},
-      {"Tile", shape_expand_tile},
-      {"Split", shape_split},
+      {"Shape", shape_shape_of, 1},
+      {"Size", shape_shape_of, 1},
+      {"ConstantOfShape", shape_constant_of_shape, 0},
+      {"Range", shape_range, 0},
+      {"Reshape", shape_reshape, 1},
+      {"Slice", shape_slice, 1},
+      {"Flatten", shape_flatten, 1},
+      {"Transpose", shape_transpose, 1},
+      {"Squeeze", shape_squeeze, 1},
+      {"Unsqueeze", shape_squeeze, 1},
+      {"Concat", shape_concat, 1},
+      {"Gather", shape_gather, 1},
+      {"Expand", shape_expand_tile, 1},
+      {"Tile", shape_expand_tile, 1},
+      {"Split", shape_split, 1},
   };
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].op, op)) {
-      /* every op but these reads a data input first */
-      int data = strcmp(op, "ConstantOfShape") && strcmp(op, "Range");
-      if (data && ginf_need(c, 0, "data")) return -1;
+      if (ops[i].data && ginf_need(c, 0, "data")) return -1;
       return ops[i].fn(c, p, op, IN(c, 0));
     }
   FAIL("internal: no inference for %s", op);
