@@ -16,7 +16,7 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 # Lowest first; an include must not point to a later entry.
-LAYERS = ["util", "te", "graph", "state", "codegen", "record", "measure", "costmodel", "world",
+LAYERS = ["util", "te", "graph", "state", "codegen", "record", "measure", "dist", "costmodel", "world",
           "search", "train", "netc", "api", "cli"]
 
 # Public headers and the layer that implements them.
@@ -28,6 +28,7 @@ HEADERS = {
     "codegen.h": "codegen",
     "record.h": "record", "dataset.h": "record",
     "measure.h": "measure",
+    "farm.h": "dist",
     "costmodel.h": "costmodel", "xgb.h": "costmodel",
     "nn.h": "world", "tokenizer.h": "world", "world.h": "world", "ranker.h": "world",
     "modelfile.h": "world", "metrics.h": "world",

@@ -5,6 +5,7 @@
 #ifndef CWM_MEASURE_H
 #define CWM_MEASURE_H
 
+#include "cwm/record.h"
 #include "cwm/util.h"
 
 /* Error kinds, numbered as Ansor's MeasureErrorNO. */
@@ -38,6 +39,8 @@ typedef struct {
   long src_len[CWM_MAX_ARGS];
 } cwm_candidate;
 
+struct cwm_measurer;
+
 typedef struct {
   int threads;            /* OMP_NUM_THREADS for the child; default 1 */
   int repeats;            /* timed repeats, the median is reported; default 5 */
@@ -66,6 +69,9 @@ typedef struct {
                              2048, 0: no bound */
   unsigned long long seed;/* input data seed; default 1 */
   int verbose;
+  /* NULL (default): cwm_measure builds and times here. Otherwise it hands each call to this
+   * measurer (the MPI worker farm of dist/), which must fill the results as it would. */
+  struct cwm_measurer *measurer;
 } cwm_measure_opts;
 
 void cwm_measure_opts_default(cwm_measure_opts *o);
@@ -91,7 +97,19 @@ typedef struct {
   double median;        /* seconds; 1e10 on error */
   double build_s, run_s;
   char msg[256];        /* first line of the compiler error, the signal, the mismatch ... */
+  char host[64];        /* the host that built and timed it (cwm_hostname) */
+  const cwm_target *target; /* the machine that timed it when a measurer did (owned by the
+                               measurer); NULL: this process's machine */
 } cwm_result;
+
+/* Measuring elsewhere: cwm_measure(o, ...) with o->measurer set returns measure(...)'s status. */
+typedef struct cwm_measurer {
+  int (*measure)(struct cwm_measurer *m, const cwm_measure_opts *o, const cwm_candidate *c, int n,
+                 const cwm_reference *ref, cwm_result *res, cwm_err *err);
+  /* the machine every result is timed on, when they all are on one kind (the farm's workers);
+   * NULL when mixed */
+  const cwm_target *target;
+} cwm_measurer;
 
 /* Fills input arg i with the seeded pseudo-random data every run uses (uniform in [-1, 1)). */
 void cwm_measure_fill(float *a, long n, unsigned long long seed, int arg);
@@ -100,7 +118,9 @@ void cwm_measure_fill(float *a, long n, unsigned long long seed, int arg);
 int cwm_measure_check(const float *out, const cwm_reference *ref, double tol, char *msg, size_t n);
 
 /* Builds all candidates (parallel, batched, cached), then runs them one by one with no compiler
- * running. ref may be NULL (no check). Returns CWM_OK unless the infrastructure failed (no
+ * running. Timings on one host never overlap: each takes an exclusive lock on
+ * <cache dir>/timing-<host>.lock, so separate cwm processes (or MPI ranks) sharing a cache
+ * directory on one host take turns, and hosts sharing it over NFS do not wait on each other. ref may be NULL (no check). Returns CWM_OK unless the infrastructure failed (no
  * compiler, cache directory unwritable ...); candidate failures are in res[i].error. */
 int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const cwm_reference *ref,
                 cwm_result *res, cwm_err *err);

@@ -49,6 +49,7 @@ typedef struct {
   long timestamp;        /* unix seconds */
   char version[16];      /* cwm version that wrote it (CWM_VERSION) */
   char msg[256];         /* error message, "" if none */
+  char host[64];         /* the host that timed it (cwm_hostname), "" if unknown (older logs) */
 } cwm_record;
 
 /* Zeroes r and sets version = CWM_VERSION. */

@@ -161,6 +161,9 @@ void cwm_parent_dir(const char *path, char *out, size_t n);
 /* Whether a file can be created in dir: creating one is the only honest probe (access() judges
  * by the real uid, and root passes it where writes still fail); errno says why not. */
 int cwm_dir_writable(const char *dir);
+/* This machine's host name, kept to [A-Za-z0-9._-] (others become '_'), at most n-1 bytes;
+ * "unknown" when it cannot be read. Records name the host that timed them with it. */
+void cwm_hostname(char *out, size_t n);
 /* A data file shipped with cwm (the default model, the suite): <prefix>/share/cwm/<installed>
  * beside the running program when it is installed there, else <source tree>/<in_source> while the
  * tree it was built from exists, else the install prefix chosen at build time; written into out,

@@ -61,6 +61,17 @@ void cli_lists_free(cli_lists *l);
 /* cli_dag and the step lists of the file path over it */
 cwm_dag *cli_dag_lists(const cli_opt *o, int nopt, const char *path, cwm_workload **w, cli_lists *l, int *rc);
 
+/* Under mpirun with more than one rank (cli/mpi.c): takes --worker-timeout and --mixed-targets out
+ * of argv, starts MPI, and turns every rank but 0 into a worker that serves and finishes here
+ * (*done set, the exit status returned); rank 0 goes on with a command that can use the workers,
+ * else is refused. Without mpirun: only the options are taken out. */
+int cli_farm_begin(int *argc, char ***argv, int *done);
+/* Rank 0 of an MPI job: measure opts mo go through the workers from now on (their hosts and targets
+ * checked); 0 or the exit status (printed). Nothing without mpirun. */
+int cli_farm_measure(cwm_measure_opts *mo, int quiet);
+/* Rank 0: the workers' report, stop them, leave MPI (also run at exit). */
+void cli_farm_end(void);
+
 int cmd_show(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_replay(int argc, char **argv);

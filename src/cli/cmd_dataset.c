@@ -317,6 +317,7 @@ static int cmd_measure_ds(int argc, char **argv) {
   co.progress = cli_progress;
   co.progress_ud = &say;
   co.stop = &cli_stop;
+  if ((rc = cli_farm_measure(&co.measure, quiet))) return rc; /* under mpirun: the workers measure */
   cwm_err e = {0};
   cwm_wl_entry *wl;
   int n;

@@ -163,7 +163,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   cwm_measure_opts_default(&mo);
   cli_env_measure(&mo);
   int prc = cli_tune_protocol(o, nopt, "tune", help, &mo);
-  if (prc) return prc;
+  if (prc || (prc = cli_farm_measure(&mo, u.quiet))) return prc;
   no.tune.space.cores = mo.threads;
   const char *model = cli_get(o, nopt, "--model");
   if (!model) model = "ansor";

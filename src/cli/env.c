@@ -94,3 +94,13 @@ void cli_env_world_cm(cwm_world_cm_opts *o) {
   const char *v = getenv("CWM_WORLD_HANDOFF");
   if (v && !strcmp(v, "0")) o->handoff = 0;
 }
+
+int cli_env_job_size(void) {
+  /* Open MPI's mpirun, then the PMI of MPICH's and others' launchers */
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = var(vars[i]);
+    if (v) return atoi(v);
+  }
+  return 0;
+}

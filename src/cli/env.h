@@ -19,4 +19,6 @@ void cli_env_measure(cwm_measure_opts *mo);
 void cli_env_space(cwm_space_opts *so);
 /* CWM_WORLD_HANDOFF=0 into the world cost model's options just defaulted. */
 void cli_env_world_cm(cwm_world_cm_opts *o);
+/* The number of ranks of the MPI job this process was started in (mpirun sets it), 0 if none. */
+int cli_env_job_size(void);
 #endif

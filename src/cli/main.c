@@ -43,6 +43,12 @@ static const char *USAGE =
     "  --cache-max-mb N   the cache is trimmed to 80% of N MB, least recently used kernels\n"
     "                     first (default 2048; 0: no bound)\n"
     "\n"
+    "under mpirun (`mpirun -np N cwm tune ...`, `... cwm dataset measure ...`): rank 0 runs the\n"
+    "command and writes the log; the other ranks build and time its candidates (docs/scale-out.md)\n"
+    "  --worker-timeout S a chunk unanswered for S seconds goes to another worker (default: from the\n"
+    "                     build and run time-outs); a worker that dies is noticed at once on rank 0's host\n"
+    "  --mixed-targets    let workers whose CPU, threads, compiler or flags differ time side by side\n"
+    "\n"
     "environment:\n"
     "  CWM_SUITE          the suite file (default: the source tree's bench/suite.tsv, else bench/suite.tsv)\n"
     "  CWM_MODEL          the world model file when no --model-file is given\n"
@@ -55,15 +61,12 @@ static const char *USAGE =
     "  CWM_XGBOOST_LIB    the XGBoost library to open (default libxgboost.so.0)\n"
     "  CWM_OPENBLAS_LIB   the OpenBLAS library to open (default libopenblas.so.0, else libblas.so.3)\n";
 
-int cli_fail(const cwm_err *e) {
-  fprintf(stderr, "cwm: %s\n", e->msg[0] ? e->msg : "error");
-  return e->code ? (int)e->code : 1;
-}
-
 int main(int argc, char **argv) {
   cli_env_apply();
-  int rc = cli_cache_opts(&argc, argv);
+  int rc = cli_cache_opts(&argc, argv), done = 0;
   if (rc) return rc;
+  rc = cli_farm_begin(&argc, &argv, &done);
+  if (rc || done) return rc;
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(USAGE, argc < 2 ? stderr : stdout);
     return argc < 2 ? CWM_EUSAGE : 0;
@@ -79,7 +82,11 @@ int main(int argc, char **argv) {
       {"dataset", cmd_dataset}, {"train", cmd_train}, {"eval", cmd_eval},
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    if (!strcmp(argv[1], cmds[i].name)) {
+      rc = cmds[i].fn(argc - 1, argv + 1);
+      cli_farm_end();
+      return rc;
+    }
   fprintf(stderr, "cwm: unknown command '%s' (see cwm --help)\n", argv[1]);
   return CWM_EUSAGE;
 }

@@ -10,6 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
+int cli_fail(const cwm_err *e) {
+  fprintf(stderr, "cwm: %s\n", e->msg[0] ? e->msg : "error");
+  return e->code ? (int)e->code : 1;
+}
+
 long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def) {
   const char *v = cli_get(opts, nopts, name);
   if (!v) return def;

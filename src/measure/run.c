@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -533,9 +534,31 @@ void cwm_measure_seconds(double *build_s, double *run_s) {
   if (run_s) *run_s = g_run_s;
 }
 
+/* The host's timing lock: <cache dir>/timing-<host>.lock, opened once per process and per
+ * directory (close-on-exec; the runner child closes its copy, so a dead process never holds it).
+ * -1 when it cannot be opened: timing goes on unlocked, as before there was a lock. */
+static int timing_lock_fd(const cwm_measure_opts *o) {
+  static int fd = -1;
+  static char path[4200];
+  char host[64], want[4200];
+  cwm_hostname(host, sizeof host);
+  snprintf(want, sizeof want, "%s/timing-%s.lock", cwm_measure_cache_dir(o), host);
+  if (fd >= 0 && !strcmp(path, want)) return fd;
+  if (fd >= 0) close(fd);
+  snprintf(path, sizeof path, "%s", want);
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  return fd;
+}
+
+static void timing_lock(int fd, int op) {
+  if (fd < 0) return;
+  while (flock(fd, op) != 0 && errno == EINTR) {}
+}
+
 int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const cwm_reference *ref,
                 cwm_result *res, cwm_err *err) {
   if (n <= 0) return CWM_OK;
+  if (o->measurer) return o->measurer->measure(o->measurer, o, c, n, ref, res, err);
   char **so = cwm_xcalloc((size_t)n, sizeof *so);
   double t0 = now_s();
   int rc = cwm_build(o, c, n, so, res, err);
@@ -545,14 +568,23 @@ int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const 
     free(so);
     return rc;
   }
+  char host[64];
+  cwm_hostname(host, sizeof host);
+  for (int i = 0; i < n; i++) {
+    snprintf(res[i].host, sizeof res[i].host, "%s", host);
+    res[i].target = NULL;
+  }
   /* Sequential and after every compiler has exited: timings must not share the machine. */
   double timeout = o->run_timeout_s > 0 ? o->run_timeout_s : 10;
+  int lock = timing_lock_fd(o);
   for (int i = 0; i < n && rc == CWM_OK; i++) {
     if (!so[i]) {
       res[i].median = 1e10;
       continue;
     }
+    timing_lock(lock, LOCK_EX);
     rc = run_child(o, so[i], &c[i], o->check ? ref : NULL, timeout, 1, NULL, &res[i], err);
+    timing_lock(lock, LOCK_UN);
     if (rc == CWM_OK) set_median(&res[i]);
     if (o->verbose) {
       if (res[i].error)

@@ -161,6 +161,10 @@ int cwm_record_to_json(const cwm_record *r, cwm_buf *out) {
   put_str(out, r->workload);
   cwm_buf_puts(out, ",\"msg\":");
   put_fixed(out, r->msg, sizeof r->msg);
+  if (r->host[0]) {
+    cwm_buf_puts(out, ",\"host\":");
+    put_fixed(out, r->host, sizeof r->host);
+  }
   cwm_buf_puts(out, "}}");
   return CWM_OK;
 }
@@ -269,6 +273,8 @@ static int parse_tree(const cJSON *root, cwm_record *r, cwm_err *err) {
       return bad(err, "\"cwm\".name", "expected a string of at most 63 bytes");
     if ((x = cJSON_GetObjectItemCaseSensitive(cw, "msg")) && !get_fixed(x, r->msg, sizeof r->msg))
       return bad(err, "\"cwm\".msg", "expected a string of at most 255 bytes");
+    if ((x = cJSON_GetObjectItemCaseSensitive(cw, "host")) && !get_fixed(x, r->host, sizeof r->host))
+      return bad(err, "\"cwm\".host", "expected a string of at most 63 bytes");
     if ((x = cJSON_GetObjectItemCaseSensitive(cw, "workload"))) {
       if (!cJSON_IsString(x) || !x->valuestring) return bad(err, "\"cwm\".workload", "expected a string");
       r->workload = cwm_xstrdup(x->valuestring);

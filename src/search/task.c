@@ -42,7 +42,9 @@ cwm_task *cwm_task_new(const cwm_workload *w, const cwm_measure_opts *o, cwm_err
   if (o) t->opts = *o;
   else cwm_measure_opts_default(&t->opts);
   t->run_timeout_s = t->opts.run_timeout_s;
-  cwm_target_detect(&t->target, t->opts.threads, t->opts.cc, t->opts.cflags);
+  /* the machine that times: this one, or the farm's workers' */
+  if (t->opts.measurer && t->opts.measurer->target) t->target = *t->opts.measurer->target;
+  else cwm_target_detect(&t->target, t->opts.threads, t->opts.cc, t->opts.cflags);
   cwm_target_string(&t->target, t->target_str, sizeof t->target_str);
   cwm_workload_key(w, t->key);
   t->text = cwm_workload_print(w);
@@ -116,7 +118,8 @@ int cwm_task_measure(cwm_task *t, cwm_state *const *states, int n, cwm_record *r
     memcpy(r->key, t->key, sizeof r->key);
     snprintf(r->name, sizeof r->name, "%s", cwm_dag_workload(t->dag)->name);
     r->workload = cwm_xstrdup(t->text);
-    cwm_record_set_target(r, &t->target);
+    cwm_record_set_target(r, res[i].target ? res[i].target : &t->target);
+    snprintf(r->host, sizeof r->host, "%s", res[i].host);
     cwm_record_set_steps(r, states[i]->steps, states[i]->nsteps);
     r->error = res[i].error;
     r->ncosts = res[i].error ? 0 : res[i].ncosts;

@@ -389,6 +389,19 @@ int cwm_dir_writable(const char *dir) {
   return 1;
 }
 
+void cwm_hostname(char *out, size_t n) {
+  char h[256];
+  if (!n) return;
+  if (gethostname(h, sizeof h) != 0 || !h[0]) snprintf(h, sizeof h, "unknown");
+  h[sizeof h - 1] = 0;
+  size_t i = 0;
+  for (; h[i] && i + 1 < n; i++) {
+    char c = h[i];
+    out[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ? c : '_';
+  }
+  out[i] = 0;
+}
+
 const char *cwm_data_file(const char *installed, const char *in_source, char *out, size_t n) {
   /* beside the running program, as installed: <prefix>/bin/cwm and <prefix>/share/cwm/<file> */
   char exe[4096];
