@@ -20,7 +20,8 @@ typedef struct {
    * 5 s) x the chunk size, which no live worker reaches */
   double worker_timeout_s;
   int mixed_targets; /* 1: accept workers whose targets differ; each record keeps its own */
-  void (*progress)(void *ud, const char *line);
+  void (*progress)(void *ud, const char *line); /* the farm's start */
+  void (*warn)(void *ud, const char *line);     /* a worker lost, rank 0 measuring itself */
   void *progress_ud;
 } cwm_farm_opts;
 

@@ -20,6 +20,11 @@ static void farm_say(void *ud, const char *line) {
   if (!g_quiet) fprintf(stderr, "cwm %s: %s\n", g_cmd, line);
 }
 
+static void farm_warn(void *ud, const char *line) {
+  (void)ud;
+  fprintf(stderr, "cwm %s: %s\n", g_cmd, line);
+}
+
 static void finish(void) {
   if (!g_farm) return;
   cwm_farm *f = g_farm;
@@ -116,6 +121,7 @@ int cli_farm_measure(cwm_measure_opts *mo, int quiet) {
   if (!g_farm) return 0;
   g_quiet = quiet;
   g_fo.progress = farm_say;
+  g_fo.warn = farm_warn;
   cwm_err e = {0};
   if (cwm_farm_lead(g_farm, mo, &g_fo, &e)) return cli_fail(&e);
   g_led = 1;

@@ -118,15 +118,27 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
+static void tell(void (*fn)(void *, const char *), void *ud, const char *fmt, va_list ap) {
+  if (!fn) return;
+  char line[512];
+  vsnprintf(line, sizeof line, fmt, ap);
+  fn(ud, line);
+}
+
 static void say(const cwm_farm *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const cwm_farm *f, const char *fmt, ...) {
-  if (!f->fo.progress) return;
-  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  tell(f->fo.progress, f->fo.progress_ud, fmt, ap);
   va_end(ap);
-  f->fo.progress(f->fo.progress_ud, line);
+}
+
+static void warn(const cwm_farm *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(const cwm_farm *f, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tell(f->fo.warn, f->fo.progress_ud, fmt, ap);
+  va_end(ap);
 }
 
 /* ---- sending without blocking ---------------------------------------------------------------- */
@@ -335,7 +347,7 @@ static void lose(cwm_farm *f, int k, const char *why) {
   reap_sends(w);
   int left = 0;
   for (int i = 1; i < f->size; i++) left += alive(&f->w[i]);
-  say(f, "worker rank %d on %s lost (%s); its candidates go to the other %d worker(s)", k, w->hello.id.host, why,
+  warn(f, "worker rank %d on %s lost (%s); its candidates go to the other %d worker(s)", k, w->hello.id.host, why,
       left);
 }
 
@@ -531,7 +543,7 @@ static int farm_measure(cwm_measurer *m, const cwm_measure_opts *o, const cwm_ca
     }
     if (!busy && !idle) {
       /* no worker left: this process measures the rest */
-      if (!f->warned_local) say(f, "no worker left; rank 0 measures the rest itself");
+      if (!f->warned_local) warn(f, "no worker left; rank 0 measures the rest itself");
       f->warned_local = 1;
       cwm_measure_opts lo = *o;
       lo.measurer = NULL;
