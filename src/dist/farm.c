@@ -111,6 +111,9 @@ struct cwm_farm {
   int lead_sent;
   uint64_t next_job;
   int warned_local;
+  /* a worker was lost: MPI_Finalize waits on every rank of the job, the dead one included, and can
+   * hang for good, so the survivors leave without it (rank 0 tells the workers in STOP) */
+  int skip_finalize;
 };
 
 static void sleep_ms(int ms) {
@@ -689,6 +692,7 @@ int cwm_farm_serve(cwm_farm *f, const cwm_measure_opts *local, cwm_err *err) {
       break;
     }
     if (st.MPI_TAG == TAG_STOP) {
+      if (len == (int)sizeof(int)) memcpy(&f->skip_finalize, b, sizeof(int));
       free(b);
       break;
     }
@@ -738,10 +742,12 @@ int cwm_farm_serve(cwm_farm *f, const cwm_measure_opts *local, cwm_err *err) {
 void cwm_farm_end(cwm_farm *f) {
   if (!f) return;
   if (f->rank == 0) {
+    for (int k = 1; k < f->size; k++) f->skip_finalize |= f->w[k].state == W_LOST;
     for (int k = 1; k < f->size; k++) {
       if (f->w[k].state == W_LOST) continue;
       cwm_buf b;
       cwm_buf_init(&b);
+      cwm_buf_append(&b, &f->skip_finalize, sizeof f->skip_finalize);
       post(f, k, TAG_STOP, &b);
     }
     /* the sends to live workers complete (they are listening); lost ones are not waited for */
@@ -761,9 +767,10 @@ void cwm_farm_end(cwm_farm *f) {
     for (int i = 0; i < f->w[k].nreqs; i++) cwm_buf_free(&f->w[k].bufs[i]);
     free(f->w[k].bufs);
   }
+  int skip = f->skip_finalize;
   free(f->w);
   free(f);
-  MPI_Finalize();
+  if (!skip) MPI_Finalize();
 }
 
 #endif
