@@ -139,5 +139,7 @@ void cwm_measure_cache_tidy(const cwm_measure_opts *o);
 /* Wall seconds this process has spent in cwm_measure building (compilers) and running (timing
  * children) so far; either pointer may be NULL. */
 void cwm_measure_seconds(double *build_s, double *run_s);
+/* A measurer adds what its workers spent (summed over them) to those figures. */
+void cwm_measure_add_seconds(double build_s, double run_s);
 
 #endif

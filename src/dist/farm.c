@@ -507,6 +507,7 @@ static void take_result(cwm_farm *f, int k, const char *b, int len, chunk *ch, i
     x->msg[sizeof x->msg - 1] = 0;
     x->host[sizeof x->host - 1] = 0;
     x->target = &w->hello.target;
+    cwm_measure_add_seconds(x->build_s, x->run_s);
   }
   ch[i].done = 1;
   (*left)--;
