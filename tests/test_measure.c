@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -334,6 +335,42 @@ static void test_mixed(const cwm_reference *ref) {
 
 /* slow_cutoff_s: a kernel whose checked call outlasts it is timed by that call alone; the same
  * kernel without the cutoff (or under a cutoff it beats) gets its repeats. */
+/* Timings on one host take turns: while another process holds <cache>/timing-<host>.lock, a
+ * measurement waits for it; and each result names the host. */
+static void test_timing_lock(const cwm_reference *ref) {
+  cwm_measure_opts o = opts();
+  cwm_candidate c = cand(k_add, "k_add");
+  cwm_result res;
+  cwm_err err = {0};
+  CHECK(cwm_measure(&o, &c, 1, ref, &res, &err) == CWM_OK && res.error == 0); /* built and cached */
+  char host[64], path[4300];
+  cwm_hostname(host, sizeof host);
+  CHECKF(strcmp(res.host, host) == 0, "result host '%s', expected '%s'", res.host, host);
+  snprintf(path, sizeof path, "%s/timing-%s.lock", g_dir, host);
+  int sync[2];
+  CHECK(pipe(sync) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(path, O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+    if (write(sync[1], "x", 1) != 1) _exit(1);
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    _exit(0);
+  }
+  char x;
+  CHECK(read(sync[0], &x, 1) == 1);
+  double t0 = cwm_now();
+  CHECK(cwm_measure(&o, &c, 1, ref, &res, &err) == CWM_OK && res.error == 0);
+  double dt = cwm_now() - t0;
+  CHECKF(dt > 0.8, "measured in %.2f s while another process held the timing lock for 1 s", dt);
+  int st;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(sync[0]);
+  close(sync[1]);
+}
+
 static void test_slow_cutoff(const cwm_reference *ref) {
   cwm_measure_opts o = opts();
   cwm_candidate c[2] = {cand(k_add, "k_add"), cand(k_add2, "k_add2")};
@@ -574,6 +611,7 @@ int main(void) {
   if (ref) {
     test_mixed(ref);
     test_slow_cutoff(ref);
+    test_timing_lock(ref);
     test_dedupe_omp(ref);
   }
   test_hog();

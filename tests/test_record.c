@@ -351,6 +351,28 @@ static void test_record_json(void) {
   cwm_record_free(&q);
   free(line);
 
+  /* The host that timed a record round-trips; none (older logs) prints no "host"; a host name
+   * longer than the field is refused. */
+  snprintf(r.host, sizeof r.host, "node-7.cluster");
+  line = to_json(&r);
+  CHECK(strstr(line, "\"host\":\"node-7.cluster\"") != NULL);
+  CHECKF(cwm_record_parse(line, &q, &err) == CWM_OK, "%s", err.msg);
+  CHECK(strcmp(q.host, "node-7.cluster") == 0);
+  cwm_record_free(&q);
+  char *at = strstr(line, "node-7.cluster");
+  cwm_buf lb;
+  cwm_buf_init(&lb);
+  cwm_buf_append(&lb, line, (size_t)(at - line));
+  for (int i = 0; i < 70; i++) cwm_buf_putc(&lb, 'h');
+  cwm_buf_puts(&lb, at + strlen("node-7.cluster"));
+  CHECK(cwm_record_parse(lb.s, &q, &err) == CWM_EPARSE && strstr(err.msg, "host") != NULL);
+  cwm_buf_free(&lb);
+  free(line);
+  r.host[0] = 0;
+  line = to_json(&r);
+  CHECK(strstr(line, "\"host\"") == NULL);
+  free(line);
+
   /* Non-finite costs never produce invalid JSON; no steps, no workload. */
   cwm_record e;
   cwm_record_init(&e);

@@ -539,20 +539,14 @@ void cwm_measure_seconds(double *build_s, double *run_s) {
   if (run_s) *run_s = g_run_s;
 }
 
-/* The host's timing lock: <cache dir>/timing-<host>.lock, opened once per process and per
- * directory (close-on-exec; the runner child closes its copy, so a dead process never holds it).
- * -1 when it cannot be opened: timing goes on unlocked, as before there was a lock. */
+/* The host's timing lock: <cache dir>/timing-<host>.lock, opened for one measuring call
+ * (close-on-exec; the runner child closes its copy, so a dead process never holds it). -1 when it
+ * cannot be opened: timing goes on unlocked. */
 static int timing_lock_fd(const cwm_measure_opts *o) {
-  static int fd = -1;
-  static char path[4200];
-  char host[64], want[4200];
+  char host[64], path[4200];
   cwm_hostname(host, sizeof host);
-  snprintf(want, sizeof want, "%s/timing-%s.lock", cwm_measure_cache_dir(o), host);
-  if (fd >= 0 && !strcmp(path, want)) return fd;
-  if (fd >= 0) close(fd);
-  snprintf(path, sizeof path, "%s", want);
-  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  return fd;
+  snprintf(path, sizeof path, "%s/timing-%s.lock", cwm_measure_cache_dir(o), host);
+  return open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
 static void timing_lock(int fd, int op) {
@@ -598,6 +592,7 @@ int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const 
         fprintf(stderr, "cwm: %s: %.6g ms\n", c[i].entry, res[i].median * 1e3);
     }
   }
+  if (lock >= 0) close(lock);
   for (int i = 0; i < n; i++) free(so[i]);
   free(so);
   g_run_s += now_s() - t1;
