@@ -146,14 +146,16 @@ static void warn(const cwm_farm *f, const char *fmt, ...) {
 
 /* ---- sending without blocking ---------------------------------------------------------------- */
 
-/* Drops the finished sends to worker k (and, for a lost worker, forgets the rest: they may never
- * finish, and the process does not wait for them). */
+/* Drops the finished sends to worker k. A lost worker's are left alone: they may never finish,
+ * nobody waits for them, and their bytes stay allocated, since MPI may still read them should
+ * the worker come back to life. */
 static void reap_sends(worker *w) {
+  if (w->state == W_LOST) return;
   int out = 0;
   for (int i = 0; i < w->nreqs; i++) {
     int done = 0;
-    if (w->state != W_LOST) MPI_Test(&w->reqs[i], &done, MPI_STATUS_IGNORE);
-    if (done || w->state == W_LOST) {
+    MPI_Test(&w->reqs[i], &done, MPI_STATUS_IGNORE);
+    if (done) {
       cwm_buf_free(&w->bufs[i]);
       continue;
     }
@@ -756,6 +758,7 @@ void cwm_farm_end(cwm_farm *f) {
     for (;;) {
       int pending = 0;
       for (int k = 1; k < f->size; k++) {
+        if (f->w[k].state == W_LOST) continue;
         reap_sends(&f->w[k]);
         pending += f->w[k].nreqs;
       }
@@ -764,6 +767,7 @@ void cwm_farm_end(cwm_farm *f) {
     }
   }
   for (int k = 0; k < f->size; k++) {
+    if (f->w[k].state == W_LOST) continue; /* see reap_sends */
     free(f->w[k].reqs);
     for (int i = 0; i < f->w[k].nreqs; i++) cwm_buf_free(&f->w[k].bufs[i]);
     free(f->w[k].bufs);
