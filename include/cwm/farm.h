@@ -22,7 +22,7 @@ typedef struct {
   int mixed_targets; /* 1: accept workers whose targets differ; each record keeps its own */
   void (*progress)(void *ud, const char *line); /* the farm's start */
   void (*warn)(void *ud, const char *line);     /* a worker lost, rank 0 measuring itself */
-  void *progress_ud;
+  void *progress_ud, *warn_ud;
 } cwm_farm_opts;
 
 /* 1 when cwm was built with MPI. */

@@ -12,31 +12,22 @@
 
 static cwm_farm *g_farm;
 static cwm_farm_opts g_fo;
-static int g_led, g_quiet;
-static const char *g_cmd = "tune";
-
-static void farm_say(void *ud, const char *line) {
-  (void)ud;
-  if (!g_quiet) fprintf(stderr, "cwm %s: %s\n", g_cmd, line);
-}
-
-static void farm_warn(void *ud, const char *line) {
-  (void)ud;
-  fprintf(stderr, "cwm %s: %s\n", g_cmd, line);
-}
+static int g_led;
+/* the farm's progress lines follow the command's --quiet; its warnings (a worker lost) do not */
+static cli_say g_say = {"tune", 0}, g_warn = {"tune", 0};
 
 static void finish(void) {
   if (!g_farm) return;
   cwm_farm *f = g_farm;
   g_farm = NULL;
-  if (cwm_farm_rank(f) == 0 && g_led && !g_quiet) {
+  if (cwm_farm_rank(f) == 0 && g_led) {
     cwm_buf b;
     cwm_buf_init(&b);
     cwm_farm_report(f, &b);
     for (char *line = b.s, *nl; line && *line; line = nl) {
       nl = strchr(line, '\n');
       if (nl) *nl++ = 0;
-      fprintf(stderr, "cwm %s: %s\n", g_cmd, line);
+      cli_progress(&g_say, line);
     }
     cwm_buf_free(&b);
   }
@@ -112,16 +103,17 @@ int cli_farm_begin(int *argc, char ***argv, int *done) {
     finish();
     return CWM_EUSAGE;
   }
-  g_cmd = av[1][0] == 'd' ? "dataset measure" : "tune";
+  g_say.cmd = g_warn.cmd = av[1][0] == 'd' ? "dataset measure" : "tune";
   atexit(finish); /* a usage error's exit() still stops the workers */
   return 0;
 }
 
 int cli_farm_measure(cwm_measure_opts *mo, int quiet) {
   if (!g_farm) return 0;
-  g_quiet = quiet;
-  g_fo.progress = farm_say;
-  g_fo.warn = farm_warn;
+  g_say.quiet = quiet;
+  g_fo.progress = g_fo.warn = cli_progress;
+  g_fo.progress_ud = &g_say;
+  g_fo.warn_ud = &g_warn;
   cwm_err e = {0};
   if (cwm_farm_lead(g_farm, mo, &g_fo, &e)) return cli_fail(&e);
   g_led = 1;

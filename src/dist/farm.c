@@ -140,7 +140,7 @@ static void warn(const cwm_farm *f, const char *fmt, ...) __attribute__((format(
 static void warn(const cwm_farm *f, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  tell(f->fo.warn, f->fo.progress_ud, fmt, ap);
+  tell(f->fo.warn, f->fo.warn_ud, fmt, ap);
   va_end(ap);
 }
 

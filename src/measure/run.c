@@ -542,9 +542,8 @@ void cwm_measure_seconds(double *build_s, double *run_s) {
 /* The host's timing lock: <cache dir>/timing-<host>.lock, opened for one measuring call
  * (close-on-exec; the runner child closes its copy, so a dead process never holds it). -1 when it
  * cannot be opened: timing goes on unlocked. */
-static int timing_lock_fd(const cwm_measure_opts *o) {
-  char host[64], path[4200];
-  cwm_hostname(host, sizeof host);
+static int timing_lock_fd(const cwm_measure_opts *o, const char *host) {
+  char path[4200];
   snprintf(path, sizeof path, "%s/timing-%s.lock", cwm_measure_cache_dir(o), host);
   return open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
@@ -575,7 +574,7 @@ int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const 
   }
   /* Sequential and after every compiler has exited: timings must not share the machine. */
   double timeout = o->run_timeout_s > 0 ? o->run_timeout_s : 10;
-  int lock = timing_lock_fd(o);
+  int lock = timing_lock_fd(o, host);
   for (int i = 0; i < n && rc == CWM_OK; i++) {
     if (!so[i]) {
       res[i].median = 1e10;
