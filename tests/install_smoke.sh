@@ -27,4 +27,21 @@ LIBDIR=$(pkg-config --variable=libdir cwm)
 cc "$SRC/examples/print_kernel.c" $(pkg-config --cflags --libs cwm) -Wl,-rpath,"$LIBDIR" -o "$T/print_kernel"
 "$T/print_kernel" "dense M=8 N=16 K=4 bias=1 act=relu" > "$T/kernel.c"
 grep -q "float \*restrict" "$T/kernel.c" || { echo "install_smoke: no kernel printed"; exit 1; }
-echo "install_smoke: installed into $P; tuned with $P/share/cwm/default.cwm; example built with pkg-config"
+# the same example through CMake's find_package(cwm CONFIG), against the shared and the static library
+mkdir "$T/cm"
+cat > "$T/cm/CMakeLists.txt" <<EOC
+cmake_minimum_required(VERSION 3.18)
+project(use_cwm C)
+find_package(cwm 0.2 REQUIRED CONFIG)
+add_executable(print_kernel "$SRC/examples/print_kernel.c")
+target_link_libraries(print_kernel cwm::cwm)
+add_executable(print_kernel_static "$SRC/examples/print_kernel.c")
+target_link_libraries(print_kernel_static cwm::static)
+EOC
+cmake -S "$T/cm" -B "$T/cm/b" -DCMAKE_PREFIX_PATH="$P" > "$T/cm.log" 2>&1 &&
+  cmake --build "$T/cm/b" >> "$T/cm.log" 2>&1 || { cat "$T/cm.log"; echo "install_smoke: find_package(cwm) failed"; exit 1; }
+for exe in print_kernel print_kernel_static; do
+  "$T/cm/b/$exe" "dense M=8 N=16 K=4 bias=1 act=relu" | grep -q "float \*restrict" ||
+    { echo "install_smoke: $exe (CMake) printed no kernel"; exit 1; }
+done
+echo "install_smoke: installed into $P; tuned with $P/share/cwm/default.cwm; example built with pkg-config and find_package"

@@ -613,7 +613,46 @@ static void test_target(void) {
   CHECKF(strstr(s, " -cc=gcc -cflags=-O3_-march=native") != NULL, "%s", s);
   int spaces = 0;
   for (const char *p = s; *p; p++) spaces += *p == ' ';
-  CHECKF(spaces == 6, "%s", s);
+  CHECKF(spaces == 7, "%s", s);
+  /* -march=native builds for the host's instruction set, and the string says which */
+  const cwm_isa *host = cwm_isa_host();
+  CHECK(!strcmp(t.isa, host->name) && t.vec_bytes == host->vec_bytes);
+  CHECK(cwm_isa_runs_here(host, NULL, 0));
+  CHECK(cwm_target_string_isa(s) == host);
+  char v[64];
+  CHECK(cwm_target_string_field(s, "cc", v, sizeof v) && !strcmp(v, "gcc"));
+  CHECK(!cwm_target_string_field(s, "nosuch", v, sizeof v) && !v[0]);
+  /* explicit instruction sets: the flags say which, and -march=native is replaced */
+  const cwm_isa *avx2 = cwm_isa_find("avx2"), *avx512 = cwm_isa_find("avx512"), *gen = cwm_isa_find("generic");
+  CHECK(avx2 && avx512 && gen && !cwm_isa_find("native") && !cwm_isa_find(NULL));
+  CHECK(avx2->lanes == 8 && avx512->lanes == 16 && avx2->vec_bytes == 32);
+  CHECK(cwm_isa_of_cflags("-O3 -mavx2 -mfma -fopenmp") == avx2);
+  CHECK(cwm_isa_of_cflags("-O3 -mavx2 -fopenmp") != avx2); /* FMA missing: not the avx2 target */
+  CHECK(cwm_isa_of_cflags(avx512->flags) == avx512);
+  CHECK(cwm_isa_of_cflags("-O3") == gen && cwm_isa_of_cflags(NULL) == gen);
+  char f[256];
+  CHECK(cwm_isa_cflags(avx2, "-O3 -march=native -fopenmp", f, sizeof f) == 0);
+  CHECKF(!strcmp(f, "-O3 -mavx2 -mfma -fopenmp"), "%s", f);
+  CHECK(cwm_isa_cflags(avx2, "-O3 -fopenmp", f, sizeof f) == 0);
+  CHECKF(!strcmp(f, "-O3 -mavx2 -mfma -fopenmp"), "%s", f);
+  CHECK(cwm_isa_cflags(gen, "-O3 -march=native -fopenmp", f, sizeof f) == 0);
+  CHECKF(!strcmp(f, "-O3 -fopenmp"), "%s", f);
+  CHECK(cwm_isa_cflags(NULL, "-O3 -march=native", f, sizeof f) == 0 && !strcmp(f, "-O3 -march=native"));
+  CHECK(cwm_isa_cflags(avx512, "-O3 -march=native", f, 8) == CWM_EUSAGE);
+  cwm_target_detect(&t, 1, "gcc", "-O3 -mavx2 -mfma");
+  CHECK(!strcmp(t.isa, "avx2") && t.vec_bytes == 32);
+  cwm_target_string(&t, s, sizeof s);
+  CHECKF(strstr(s, " -isa=avx2 -threads=1 -vec=32 ") != NULL, "%s", s);
+  CHECK(cwm_target_string_isa(s) == avx2);
+  /* strings of older logs: no -isa, the width tells */
+  CHECK(cwm_target_string_isa("c -keys=cpu -mcpu=x -threads=1 -vec=64 -cc=gcc -cflags=") == avx512);
+  CHECK(cwm_target_string_isa("c -keys=cpu -mcpu=x -threads=1 -vec=16 -cc=gcc -cflags=") == NULL);
+  char miss[32];
+  const cwm_isa *neon = cwm_isa_find("neon");
+#if defined(__x86_64__)
+  CHECK(!cwm_isa_runs_here(neon, miss, sizeof miss) && !strcmp(miss, "aarch64"));
+#endif
+  CHECK(cwm_isa_runs_here(gen, miss, sizeof miss) && !miss[0]);
   cwm_target_detect(&t, 3, NULL, NULL);
   CHECK(t.threads == 3 && strcmp(t.cc, "cc") == 0 && t.cflags[0] == 0);
   char small[8];

@@ -58,6 +58,11 @@ int cwm_codegen(const cwm_state *s, const cwm_codegen_opts *o, cwm_kernel *out, 
  * generated code, so that no `*' '/' or newline from it reaches a compiler. */
 void cwm_codegen_safe_name(const char *s, char *out, size_t n);
 void cwm_kernel_free(cwm_kernel *k);
+/* Appends the definition of `const char *fn(void)`: the first instruction-set extension the file
+ * was compiled for (by the compiler's own macros: __AVX512F__ ...) that this CPU lacks ("avx512f"),
+ * or NULL. It is compiled for the architecture's baseline so that the check itself cannot fault.
+ * Built with -DCWM_PRETEND_MISSING='"name"' it reports that name (how the check is tested). */
+void cwm_codegen_cpu_check(cwm_buf *c, const char *fn);
 
 /* The stores of a lowered state with their enclosing loops and accesses: what Ansor-style
  * program features are computed from. Loops run outer to inner, through attach points. */

@@ -96,6 +96,10 @@ typedef struct {
 void cwm_hwinfo_read(cwm_hwinfo *hw, const char *cache_dir);
 /* This machine, read once per process. */
 const cwm_hwinfo *cwm_hwinfo_host(void);
+/* The vector width cwm_hwinfo_host reports from now on: the target's when kernels are tuned for an
+ * instruction set narrower than the CPU's (--target); n <= 0 goes back to the CPU's. Call it before
+ * any other thread reads the host. */
+void cwm_hwinfo_set_vector_floats(int n);
 
 /* The action/hardware feature row: CWM_ACT_NFEAT floats, in this order. Extents are loop
  * extents of the final state as its nodes record them. Computed from `final` (the state the

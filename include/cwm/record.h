@@ -19,18 +19,55 @@ typedef struct {
   char model[128];   /* /proc/cpuinfo "model name", printable ASCII; "unknown" if absent */
   int cores;         /* online CPUs */
   int threads;       /* threads used for timing */
-  int vec_bytes;     /* 64 with avx512f, 32 with avx2, else 16 */
+  char isa[16];      /* the instruction set the kernels are built for (a cwm_isa name) */
+  int vec_bytes;     /* that instruction set's vector: 64 for avx512, 32 for avx2, else 16 */
   int cache_line;    /* 64 */
   long l1d, l2, l3;  /* data cache sizes in bytes, 0 if unknown */
   char cc[256];
   char cflags[512];
 } cwm_target;
 
-/* Fills t from this machine. threads <= 0 means all online CPUs; cc/cflags may be NULL ("cc", ""). */
+/* An instruction set kernels can be generated, built and timed for. The compiler flags select it
+ * (no -march=native), so a kernel tuned for one builds the same way anywhere; `lanes` is the code
+ * generator's register-tile width for it and `features` what an exported kernel checks at run time. */
+typedef struct {
+  const char *name;     /* "avx512", "avx2", "sse4", "neon", "generic" */
+  const char *arch;     /* "x86_64" or "aarch64"; "" for any */
+  int vec_bytes;        /* widest vector register */
+  int lanes;            /* register-tile width in floats: 8 or 16 */
+  const char *flags;    /* compiler flags that enable it (gcc and clang spelling) */
+  const char *features; /* space-separated, as /proc/cpuinfo names them */
+  const char *about;    /* one line for --help */
+} cwm_isa;
+
+/* The known instruction sets, widest first; *n set to their number. */
+const cwm_isa *cwm_isa_list(int *n);
+/* The one named, or NULL. "native" is not a preset: see cwm_isa_host. */
+const cwm_isa *cwm_isa_find(const char *name);
+/* The widest instruction set this CPU runs (what -march=native builds for, as far as the kernels go). */
+const cwm_isa *cwm_isa_host(void);
+/* The instruction set compiler flags build for: the host's with -march=native, else the widest whose
+ * flags all appear in cflags, else generic. */
+const cwm_isa *cwm_isa_of_cflags(const char *cflags);
+/* 1 if this machine can run isa's code; else 0 with the first missing feature (or "aarch64" ...,
+ * the architecture) in missing. */
+int cwm_isa_runs_here(const cwm_isa *isa, char *missing, size_t n);
+/* base with its -march=native (if any) replaced by isa's flags, or isa's flags put after base's
+ * first word when base has none ("-O3 -fopenmp" -> "-O3 -mavx2 -mfma -fopenmp"); NULL isa: base as
+ * it is. 0, or CWM_EUSAGE when buf is too small. */
+int cwm_isa_cflags(const cwm_isa *isa, const char *base, char *buf, size_t n);
+
+/* Fills t from this machine. threads <= 0 means all online CPUs; cc/cflags may be NULL ("cc", "").
+ * The instruction set follows cflags (cwm_isa_of_cflags). */
 void cwm_target_detect(cwm_target *t, int threads, const char *cc, const char *cflags);
-/* "c -keys=cpu -mcpu=<model> -threads=<n> -vec=<bytes> -cc=<cc> -cflags=<cflags>", with spaces
- * inside values replaced by '_'; always NUL-terminated (truncated to n-1 bytes). */
+/* "c -keys=cpu -mcpu=<model> -isa=<isa> -threads=<n> -vec=<bytes> -cc=<cc> -cflags=<cflags>", with
+ * spaces inside values replaced by '_'; always NUL-terminated (truncated to n-1 bytes). */
 void cwm_target_string(const cwm_target *t, char *buf, size_t n);
+/* The instruction set a target string names (its -isa=; older strings without one: by -vec=, 64 as
+ * avx512, 32 as avx2), or NULL when it names none. */
+const cwm_isa *cwm_target_string_isa(const char *target);
+/* The value of one field ("threads", "cc" ...) of a target string into buf ("" if absent); 1 if found. */
+int cwm_target_string_field(const char *target, const char *field, char *buf, size_t n);
 
 /* ------------------------------------------------------------------ record */
 

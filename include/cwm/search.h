@@ -113,6 +113,12 @@ int cwm_tuner_confirm(cwm_tuner *tu, int k, int rounds, cwm_err *err);
 /* Writes the kernel of a state as DIR/<name>.c, DIR/<name>.h and DIR/<name>_example.c (which
  * checks the kernel against a straightforward reference and prints the max error). */
 int cwm_export(const cwm_state *s, const char *dir, const char *name, cwm_err *err);
+/* cwm_export for the target the schedule was tuned for (a record's cwm_target_string): the kernel
+ * gets that instruction set's register-tile width, and NAME.h records the target, the flags that
+ * build it and the thread count. NULL target: cwm_export's (this process's width, not recorded).
+ * Either way NAME.c checks the CPU when loaded (NAME_cpu_missing) and aborts naming a missing
+ * instruction set instead of dying of SIGILL. */
+int cwm_export_for(const cwm_state *s, const char *dir, const char *name, const char *target, cwm_err *err);
 /* Whether name can name an exported kernel: a C identifier of at most 60 characters that is not
  * a keyword, reserved, a name of the libc or libm functions the exported files use, or cwm_*. */
 int cwm_export_name_ok(const char *name);

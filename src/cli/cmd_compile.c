@@ -4,6 +4,7 @@
  * cli_onnx_network below. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "env.h"
 #include "cwm/netc.h"
 #include "cwm/scheduler.h"
 
@@ -152,6 +153,10 @@ int cmd_compile(int argc, char **argv) {
   if (!dir || !*dir) return cli_usage("compile", COMPILE_HELP, "--out DIR is required");
   cwm_netc_opts no;
   cwm_netc_opts_default(&no);
+  /* --target: the library's flags and its kernels' tile width (records of a log tuned for another
+   * target still give their schedules; the kernels are generated for this one) */
+  no.cflags = cli_target_cflags(no.cflags);
+  if (cli_target_isa()) no.vec_lanes = cli_target_isa()->lanes;
   if (cli_get(o, NOPT(o), "--name")) no.prefix = cli_get(o, NOPT(o), "--name");
   const char *base = strrchr(path, '/');
   no.source = base ? base + 1 : path;

@@ -177,6 +177,7 @@ int cmd_measure(int argc, char **argv) {
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
   cli_env_measure(&mo);
+  if (cli_target_runs_here("measure")) return CWM_EUSAGE;
   mo.threads = cli_get_int(o, NOPT(o), "--threads", mo.threads);
   mo.repeats = cli_get_int(o, NOPT(o), "--repeats", mo.repeats);
   mo.min_repeat_ms = (double)cli_get_long(o, NOPT(o), "--min-repeat-ms", (long)mo.min_repeat_ms);
@@ -249,6 +250,7 @@ int cmd_demo(int argc, char **argv) {
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
   cli_env_measure(&mo);
+  if (cli_target_runs_here("demo")) return CWM_EUSAGE;
   mo.threads = cli_get_int(o, NOPT(o), "--threads", 1);
   cwm_task *t = cwm_task_new(w, &mo, &e);
   if (!t) return cli_fail(&e);

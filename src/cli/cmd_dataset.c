@@ -301,6 +301,7 @@ static int cmd_measure_ds(int argc, char **argv) {
   cwm_collect_opts co;
   cwm_collect_opts_default(&co);
   cli_env_measure(&co.measure);
+  if (cli_target_runs_here("dataset measure")) return CWM_EUSAGE;
   co.log_path = cli_get(o, NOPT(o), "--log");
   if (!wpath || !co.log_path) return cli_usage("dataset measure", MEASURE_HELP, "--workloads and --log are required");
   co.per_workload = cli_get_int(o, NOPT(o), "--per-workload", co.per_workload);
@@ -360,6 +361,7 @@ static int cmd_remeasure(int argc, char **argv) {
   cwm_remeasure_opts ro;
   cwm_remeasure_opts_default(&ro);
   cli_env_measure(&ro.measure);
+  if (cli_target_runs_here("dataset remeasure")) return CWM_EUSAGE;
   ro.log_path = cli_get(o, NOPT(o), "--log");
   ro.out_path = cli_get(o, NOPT(o), "--out");
   if (!ro.log_path || !ro.out_path) return cli_usage("dataset remeasure", REMEASURE_HELP, "--log and --out are required");

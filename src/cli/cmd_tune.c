@@ -27,6 +27,8 @@ static const char *TUNE_HELP =
     "Models: ansor (default; Ansor's features + XGBoost, from scratch or --pretrained FILE),\n"
     "world (the compiler world model: --model-file MODEL, else $CWM_MODEL, else the shipped\n"
     "models/default.cwm), random.\n"
+    "--target NAME (a global option, see cwm --help): the instruction set to tune for; records and\n"
+    "the exported header name it, and NAME.c refuses a CPU without it instead of dying of SIGILL.\n"
     "Searches schedules (Ansor's sketches, random annotation, evolution under the cost model),\n"
     "measures --per-round (64) candidates per round until the log holds --trials (64) records of\n"
     "the workload, and prints a progress line per round. A --log that already holds records of\n"
@@ -75,7 +77,7 @@ static int export_best(const cli_opt *o, int nopt, cwm_task *t, const cwm_worklo
   cwm_state *best = NULL;
   int rc = 0;
   if (cwm_state_replay(cwm_task_dag(t), res->best_steps, res->best_nsteps, &best, NULL, &e) ||
-      cwm_export(best, dir, name, &e))
+      cwm_export_for(best, dir, name, cwm_task_target(t), &e))
     rc = cli_fail(&e);
   else if (!quiet)
     fprintf(stderr, "cwm tune: kernel written to %s/%s.c, %s.h and %s_example.c\n", dir, name, name, name);
@@ -176,6 +178,7 @@ int cmd_tune(int argc, char **argv) {
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
   cli_env_measure(&mo);
+  if (cli_target_runs_here("tune")) return CWM_EUSAGE;
   if ((rc = cli_tune_protocol(o, NOPT(o), "tune", TUNE_HELP, &mo))) return rc;
   to.space.cores = mo.threads;
   const char *model = cli_get(o, NOPT(o), "--model");

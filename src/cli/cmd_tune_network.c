@@ -89,8 +89,14 @@ static int write_summary(const char *path, const char *file, const cwm_network *
   return rc ? cli_fail(&e) : 0;
 }
 
-static int export_all(const char *dir, const cwm_network *net, const cwm_net_result *res, int quiet) {
+static int export_all(const char *dir, const cwm_network *net, const cwm_net_result *res, const cwm_measure_opts *mo,
+                      int quiet) {
   int rc = 0, n = 0;
+  /* the target the records were measured for: the headers name it */
+  cwm_target tg;
+  char target[1024];
+  cwm_target_detect(&tg, mo->threads, mo->cc, mo->cflags);
+  cwm_target_string(&tg, target, sizeof target);
   for (int i = 0; i < res->ntasks && !rc; i++) {
     const cwm_net_task_result *t = &res->tasks[i];
     if (t->best_cost >= 1e9 || t->best_nsteps <= 0) continue;
@@ -99,7 +105,7 @@ static int export_all(const char *dir, const cwm_network *net, const cwm_net_res
     cwm_err e = {0};
     cwm_dag *d = cwm_dag_new(net->sub[i].w, &e);
     cwm_state *best = NULL;
-    if (!d || cwm_state_replay(d, t->best_steps, t->best_nsteps, &best, NULL, &e) || cwm_export(best, sub, t->name, &e))
+    if (!d || cwm_state_replay(d, t->best_steps, t->best_nsteps, &best, NULL, &e) || cwm_export_for(best, sub, t->name, target, &e))
       rc = cli_fail(&e);
     else
       n++;
@@ -162,6 +168,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   cwm_measure_opts mo;
   cwm_measure_opts_default(&mo);
   cli_env_measure(&mo);
+  if (cli_target_runs_here("tune")) return CWM_EUSAGE;
   int prc = cli_tune_protocol(o, nopt, "tune", help, &mo);
   if (prc || (prc = cli_farm_measure(&mo, u.quiet))) return prc;
   no.tune.space.cores = mo.threads;
@@ -209,7 +216,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   if (res.trials > 0) print_table(net, &res);
   const char *dir = cli_get(o, nopt, "--export");
   if (dir && res.trials > 0) {
-    int erc = export_all(dir, net, &res, u.quiet);
+    int erc = export_all(dir, net, &res, &mo, u.quiet);
     rc = rc ? rc : erc;
   }
   const char *sum = cli_get(o, nopt, "--summary");

@@ -74,6 +74,7 @@ void cli_env_measure(cwm_measure_opts *mo) {
   static char home_dir[4096];
   const char *v;
   if ((v = var("CC"))) mo->cc = v;
+  mo->cflags = cli_target_cflags(mo->cflags);
   if (g_cache_max_mb >= 0) mo->cache_max_mb = g_cache_max_mb;
   if (g_cache_dir) {
     mo->cache_dir = g_cache_dir;

@@ -3,6 +3,7 @@
 #ifndef CWM_CLI_ENV_H
 #define CWM_CLI_ENV_H
 #include "cwm/measure.h"
+#include "cwm/record.h"
 #include "cwm/sketch.h"
 #include "cwm/world.h"
 
@@ -19,6 +20,22 @@ void cli_env_measure(cwm_measure_opts *mo);
 void cli_env_space(cwm_space_opts *so);
 /* CWM_WORLD_HANDOFF=0 into the world cost model's options just defaulted. */
 void cli_env_world_cm(cwm_world_cm_opts *o);
+/* Takes --target NAME (or --target=NAME) out of argv wherever it stands: "native" (the default),
+ * or an instruction set of cwm_isa_list, which sets the code generator's tile width and the world
+ * model's vector width for the process. "list" prints the targets and returns -1; CWM_EUSAGE
+ * (printed) on an unknown name. */
+int cli_target_opts(int *argc, char **argv);
+/* The instruction set of --target, or NULL for native. */
+const cwm_isa *cli_target_isa(void);
+/* base (compiler flags) with the target's instruction-set flags in place of -march=native; base
+ * itself for native. The result lives as long as the process. */
+const char *cli_target_cflags(const char *base);
+/* 0 if this machine can time the target's kernels, else CWM_EUSAGE with a line naming what it
+ * lacks (cmd names the command). */
+int cli_target_runs_here(const char *cmd);
+
+/* TERM unset or "dumb": a terminal that cannot redraw a line (no progress bar). */
+int cli_env_plain_terminal(void);
 /* The number of ranks of the MPI job this process was started in (mpirun sets it), 0 if none. */
 int cli_env_job_size(void);
 #endif

@@ -37,11 +37,15 @@ static const char *USAGE =
     "  8 nothing could be scheduled or measured   9 model file bad   10 runtime library missing\n"
     "  70 internal error\n"
     "\n"
-    "options of every command that compiles kernels:\n"
+    "options of every command that generates or compiles kernels:\n"
     "  --cache-dir DIR    the compile cache (overrides CWM_CACHE_DIR); it must be yours: it is\n"
     "                     created 0700 and refused when another user owns it\n"
     "  --cache-max-mb N   the cache is trimmed to 80% of N MB, least recently used kernels\n"
     "                     first (default 2048; 0: no bound)\n"
+    "\n"
+    "  --target NAME      the instruction set kernels are generated, built and timed for: native\n"
+    "                     (this CPU, -march=native; the default), avx512, avx2, sse4, neon, generic;\n"
+    "                     recorded in every log record and exported header (--target list: details)\n"
     "\n"
     "under mpirun (`mpirun -np N cwm tune ...`, `... cwm dataset measure ...`): rank 0 runs the\n"
     "command and writes the log; the other ranks build and time its candidates (docs/scale-out.md)\n"
@@ -65,6 +69,7 @@ int main(int argc, char **argv) {
   cli_env_apply();
   int rc = cli_cache_opts(&argc, argv), done = 0;
   if (rc) return rc;
+  if ((rc = cli_target_opts(&argc, argv))) return rc < 0 ? 0 : rc;
   rc = cli_farm_begin(&argc, &argv, &done);
   if (rc || done) return rc;
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

@@ -117,3 +117,21 @@ void lower_put_defs(cwm_buf *b, int used_vec, int used_tr8, int used_math) {
   if (used_tr8) cwm_buf_puts(b, tr8_defs);
   if (used_math) cwm_buf_puts(b, math_defs);
 }
+
+void cwm_codegen_cpu_check(cwm_buf *c, const char *fn) {
+  /* every macro an -m flag or -march defines for an extension kernels may use, widest first, with
+   * the name __builtin_cpu_supports knows it by */
+  static const char *const isa[][2] = {{"__AVX512F__", "avx512f"}, {"__AVX512BW__", "avx512bw"},
+                                       {"__AVX512DQ__", "avx512dq"}, {"__AVX512VL__", "avx512vl"},
+                                       {"__AVX2__", "avx2"},         {"__FMA__", "fma"},
+                                       {"__AVX__", "avx"},           {"__SSE4_2__", "sse4.2"}};
+  cwm_buf_printf(c, "#if defined(__x86_64__) && defined(__GNUC__)\n"
+                    "__attribute__((target(\"arch=x86-64\"))) const char *%s(void) {\n"
+                    "#ifdef CWM_PRETEND_MISSING\n  return CWM_PRETEND_MISSING;\n#endif\n  __builtin_cpu_init();\n", fn);
+  for (size_t i = 0; i < sizeof isa / sizeof *isa; i++)
+    cwm_buf_printf(c, "#ifdef %s\n  if (!__builtin_cpu_supports(\"%s\")) return \"%s\";\n#endif\n", isa[i][0], isa[i][1],
+                   isa[i][1]);
+  cwm_buf_printf(c, "  return 0;\n}\n#else\n/* AArch64's Advanced SIMD is part of the base architecture: nothing to check */\n"
+                    "const char *%s(void) {\n#ifdef CWM_PRETEND_MISSING\n  return CWM_PRETEND_MISSING;\n#endif\n"
+                    "  return 0;\n}\n#endif\n", fn);
+}

@@ -224,18 +224,10 @@ static void emit_library(const wctx *w, cwm_buf *c) {
   /* the instruction sets the library was compiled for (-march), checked before anything else runs,
    * in code compiled for the baseline so that the check itself cannot fault; -DCWM_PRETEND_MISSING=
    * '"name"' makes it report a feature missing (how the check is tested) */
-  cwm_buf_printf(c, "#if defined(__x86_64__) && defined(__GNUC__)\n"
-                    "__attribute__((target(\"arch=x86-64\"))) const char *%s_cpu_missing(void) {\n"
-                    "#ifdef CWM_PRETEND_MISSING\n  return CWM_PRETEND_MISSING;\n#endif\n  __builtin_cpu_init();\n", P);
-  static const char *const isa[][2] = {{"__AVX512F__", "avx512f"}, {"__AVX512BW__", "avx512bw"},
-                                       {"__AVX512DQ__", "avx512dq"}, {"__AVX512VL__", "avx512vl"},
-                                       {"__AVX2__", "avx2"},         {"__FMA__", "fma"},
-                                       {"__AVX__", "avx"},           {"__SSE4_2__", "sse4.2"}};
-  for (size_t i = 0; i < sizeof isa / sizeof *isa; i++)
-    cwm_buf_printf(c, "#ifdef %s\n  if (!__builtin_cpu_supports(\"%s\")) return \"%s\";\n#endif\n", isa[i][0], isa[i][1],
-                   isa[i][1]);
-  cwm_buf_printf(c, "  return NULL;\n}\n#else\nconst char *%s_cpu_missing(void) {\n#ifdef CWM_PRETEND_MISSING\n"
-                    "  return CWM_PRETEND_MISSING;\n#endif\n  return NULL;\n}\n#endif\n\n", P);
+  char fn[160];
+  snprintf(fn, sizeof fn, "%s_cpu_missing", P);
+  cwm_codegen_cpu_check(c, fn);
+  cwm_buf_puts(c, "\n");
   cwm_buf_printf(c, "%s *%s_create(const char *weights_path) {\n", P, P);
   cwm_buf_printf(c, "  if (%s_cpu_missing()) { errno = ENOTSUP; return NULL; }\n", P);
   cwm_buf_printf(c, "  %s *m = calloc(1, sizeof *m);\n  if (!m) return NULL;\n", P);

@@ -52,10 +52,6 @@ static void read_cpuinfo(cwm_target *t) {
       got_model = t->model[0] != 0;
     } else if (!got_flags && (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0)) {
       got_flags = 1;
-      if (has_word(colon + 1, "avx512f"))
-        t->vec_bytes = 64;
-      else if (has_word(colon + 1, "avx2"))
-        t->vec_bytes = 32;
     }
   }
   free(line);
@@ -112,6 +108,152 @@ static long sc(int name) {
   return v > 0 ? v : 0;
 }
 
+/* ------------------------------------------------------------------ instruction sets */
+
+/* Widest first: cwm_isa_of_cflags takes the first whose flags all appear, and avx512's flags
+ * include avx2's. The avx512 set is what x86-64-v4 names (F, VL, BW, DQ), spelled out so that gcc
+ * and clang of any age take it; sse4 keeps 8-lane tiles (two registers each), as the generator
+ * has no 4-lane tiles; neon is AArch64's Advanced SIMD, part of the base architecture. */
+static const cwm_isa g_isas[] = {
+    {"avx512", "x86_64", 64, 16, "-mavx512f -mavx512vl -mavx512bw -mavx512dq -mavx2 -mfma",
+     "avx512f avx512vl avx512bw avx512dq avx2 fma", "x86-64 with AVX-512 (F, VL, BW, DQ): 16-float tiles"},
+    {"avx2", "x86_64", 32, 8, "-mavx2 -mfma", "avx2 fma", "x86-64 with AVX2 and FMA: 8-float tiles"},
+    {"sse4", "x86_64", 16, 8, "-msse4.2", "sse4_2", "x86-64 with SSE4.2: 8-float tiles in two registers"},
+    {"neon", "aarch64", 16, 8, "-march=armv8-a", "asimd", "AArch64 Advanced SIMD: 8-float tiles in two registers"},
+    {"generic", "", 16, 8, "", "", "the compiler's baseline for the machine (no extension assumed)"},
+};
+#define NISA ((int)(sizeof g_isas / sizeof g_isas[0]))
+
+const cwm_isa *cwm_isa_list(int *n) {
+  if (n) *n = NISA;
+  return g_isas;
+}
+
+const cwm_isa *cwm_isa_find(const char *name) {
+  for (int i = 0; name && i < NISA; i++)
+    if (!strcmp(g_isas[i].name, name)) return &g_isas[i];
+  return NULL;
+}
+
+static const char *host_arch(void) {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "other";
+#endif
+}
+
+/* The CPU's feature words (/proc/cpuinfo "flags" or "Features"), read once. */
+static char g_cpu_flags[4096];
+static int g_cpu_flags_read;
+
+static const char *cpu_flags(void) {
+  if (g_cpu_flags_read) return g_cpu_flags;
+  g_cpu_flags_read = 1;
+  FILE *f = fopen("/proc/cpuinfo", "re");
+  if (!f) return g_cpu_flags;
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    char *colon = strchr(line, ':');
+    if (colon && (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0)) {
+      snprintf(g_cpu_flags, sizeof g_cpu_flags, "%s", colon + 1);
+      g_cpu_flags[strcspn(g_cpu_flags, "\n")] = 0;
+      break;
+    }
+  }
+  free(line);
+  fclose(f);
+  return g_cpu_flags;
+}
+
+int cwm_isa_runs_here(const cwm_isa *isa, char *missing, size_t n) {
+  if (missing && n) missing[0] = 0;
+  if (isa->arch[0] && strcmp(isa->arch, host_arch())) {
+    if (missing && n) snprintf(missing, n, "%s", isa->arch);
+    return 0;
+  }
+  const char *have = cpu_flags();
+  char word[32];
+  for (const char *p = isa->features; *p;) {
+    size_t k = strcspn(p, " ");
+    snprintf(word, sizeof word, "%.*s", (int)k, p);
+    if (k && !has_word(have, word)) {
+      if (missing && n) snprintf(missing, n, "%s", word);
+      return 0;
+    }
+    p += k;
+    while (*p == ' ') p++;
+  }
+  return 1;
+}
+
+const cwm_isa *cwm_isa_host(void) {
+  for (int i = 0; i < NISA; i++)
+    if (cwm_isa_runs_here(&g_isas[i], NULL, 0)) return &g_isas[i];
+  return &g_isas[NISA - 1];
+}
+
+/* 1 if the blank-separated word w (length k) is one of cflags's words. */
+static int has_flag(const char *cflags, const char *w, size_t k) {
+  for (const char *p = cflags; *p;) {
+    while (*p == ' ' || *p == '\t') p++;
+    size_t m = strcspn(p, " \t");
+    if (m == k && !strncmp(p, w, k)) return 1;
+    p += m;
+  }
+  return 0;
+}
+
+const cwm_isa *cwm_isa_of_cflags(const char *cflags) {
+  if (!cflags) cflags = "";
+  if (has_flag(cflags, "-march=native", 13)) return cwm_isa_host();
+  for (int i = 0; i < NISA; i++) {
+    int all = 1;
+    for (const char *p = g_isas[i].flags; *p && all;) {
+      size_t k = strcspn(p, " ");
+      all = has_flag(cflags, p, k);
+      p += k;
+      while (*p == ' ') p++;
+    }
+    if (all) return &g_isas[i];
+  }
+  return &g_isas[NISA - 1];
+}
+
+int cwm_isa_cflags(const cwm_isa *isa, const char *base, char *buf, size_t n) {
+  if (!base) base = "";
+  cwm_buf b;
+  cwm_buf_init(&b);
+  const char *nat = NULL;
+  for (const char *p = base; *p && !nat;) {
+    while (*p == ' ' || *p == '\t') p++;
+    size_t m = strcspn(p, " \t");
+    if (m == 13 && !strncmp(p, "-march=native", 13)) nat = p;
+    p += m;
+  }
+  if (!isa) {
+    cwm_buf_puts(&b, base);
+  } else if (nat) {
+    cwm_buf_printf(&b, "%.*s%s%s", (int)(nat - base), base, isa->flags, nat + 13);
+  } else {
+    size_t first = strcspn(base, " \t");
+    cwm_buf_printf(&b, "%.*s%s%s%s", (int)first, base, first && isa->flags[0] ? " " : "", isa->flags, base + first);
+  }
+  /* an empty preset (generic) leaves a double blank behind: fold it */
+  size_t k = 0;
+  for (size_t i = 0; i < b.len; i++)
+    if (!(b.s[i] == ' ' && (k == 0 || b.s[k - 1] == ' '))) b.s[k++] = b.s[i];
+  while (k && b.s[k - 1] == ' ') k--;
+  b.s[k] = 0;
+  int ok = k < n;
+  if (ok) memcpy(buf, b.s, k + 1);
+  cwm_buf_free(&b);
+  return ok ? 0 : CWM_EUSAGE;
+}
+
 void cwm_target_detect(cwm_target *t, int threads, const char *cc, const char *cflags) {
   memset(t, 0, sizeof *t);
   t->vec_bytes = 16;
@@ -129,6 +271,9 @@ void cwm_target_detect(cwm_target *t, int threads, const char *cc, const char *c
   if (t->l1d <= 0 || t->l2 <= 0 || t->l3 <= 0) sysfs_caches(t);
   snprintf(t->cc, sizeof t->cc, "%s", cc && *cc ? cc : "cc");
   snprintf(t->cflags, sizeof t->cflags, "%s", cflags ? cflags : "");
+  const cwm_isa *isa = cwm_isa_of_cflags(t->cflags);
+  snprintf(t->isa, sizeof t->isa, "%s", isa->name);
+  t->vec_bytes = isa->vec_bytes;
 }
 
 static void put_value(cwm_buf *b, const char *s) {
@@ -146,6 +291,10 @@ void cwm_target_string(const cwm_target *t, char *buf, size_t n) {
   char tmp[512];
   snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof t->model - 1, t->model);
   put_value(&b, tmp);
+  if (t->isa[0]) {
+    cwm_buf_puts(&b, " -isa=");
+    put_value(&b, t->isa);
+  }
   cwm_buf_printf(&b, " -threads=%d -vec=%d -cc=", t->threads, t->vec_bytes);
   snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof t->cc - 1, t->cc);
   put_value(&b, tmp);
@@ -154,4 +303,24 @@ void cwm_target_string(const cwm_target *t, char *buf, size_t n) {
   put_value(&b, tmp);
   snprintf(buf, n, "%s", b.s);
   cwm_buf_free(&b);
+}
+
+int cwm_target_string_field(const char *target, const char *field, char *buf, size_t n) {
+  if (n) buf[0] = 0;
+  if (!target) return 0;
+  char key[40];
+  snprintf(key, sizeof key, " -%s=", field);
+  const char *p = strstr(target, key);
+  if (!p) return 0;
+  p += strlen(key);
+  size_t k = strcspn(p, " ");
+  if (n) snprintf(buf, n, "%.*s", (int)k, p);
+  return 1;
+}
+
+const cwm_isa *cwm_target_string_isa(const char *target) {
+  char v[32];
+  if (cwm_target_string_field(target, "isa", v, sizeof v)) return cwm_isa_find(v);
+  if (!cwm_target_string_field(target, "vec", v, sizeof v)) return NULL;
+  return !strcmp(v, "64") ? cwm_isa_find("avx512") : !strcmp(v, "32") ? cwm_isa_find("avx2") : NULL;
 }

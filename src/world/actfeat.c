@@ -86,6 +86,11 @@ const cwm_hwinfo *cwm_hwinfo_host(void) {
   return &host;
 }
 
+void cwm_hwinfo_set_vector_floats(int n) {
+  pthread_once(&host_once, read_host);
+  host.vector_floats = n > 0 ? n : simd_floats();
+}
+
 /* ------------------------------------------------------------------ the row */
 
 /* The busy fraction of `width` lanes when `extent` iterations are dealt to them in rounds. */
