@@ -274,7 +274,10 @@ static void test_family_quota(void) {
    * evolution), so the count of families is not compared between the runs, only the share of
    * the largest one. */
   fprintf(stderr, "family quota: off %d families, most %d; on %d families, most %d\n", nf0, most0, nf1, most1);
-  CHECKF(most0 >= 12, "without the quota the most of one family is %d (%d families)", most0, nf0);
+  /* how strongly the model favours one family without the quota depends on the machine (8 of 16
+   * on an AVX2-only EPYC, 12 or more where AVX-512 widens the tiles), so only the quota's effect
+   * is asserted: a smaller largest share than without it */
+  CHECKF(most0 >= 5, "without the quota the most of one family is %d (%d families)", most0, nf0);
   CHECKF(nf1 >= 2 && most1 <= 8 && most1 < most0, "with the quota: %d families, the most of one %d (off: %d)",
          nf1, most1, most0);
 }
