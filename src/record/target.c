@@ -38,21 +38,15 @@ static int has_word(const char *list, const char *word) {
   return 0;
 }
 
+/* The CPU's "model name" (the feature words are cpu_flags' below). */
 static void read_cpuinfo(cwm_target *t) {
   FILE *f = fopen("/proc/cpuinfo", "re");
   if (!f) return;
   char *line = NULL;
   size_t cap = 0;
-  int got_model = 0, got_flags = 0;
-  while ((!got_model || !got_flags) && getline(&line, &cap, f) > 0) {
+  while (!t->model[0] && getline(&line, &cap, f) > 0) {
     char *colon = strchr(line, ':');
-    if (!colon) continue;
-    if (!got_model && strncmp(line, "model name", 10) == 0) {
-      sanitize(t->model, sizeof t->model, colon + 1);
-      got_model = t->model[0] != 0;
-    } else if (!got_flags && (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0)) {
-      got_flags = 1;
-    }
+    if (colon && strncmp(line, "model name", 10) == 0) sanitize(t->model, sizeof t->model, colon + 1);
   }
   free(line);
   fclose(f);
