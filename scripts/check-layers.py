@@ -35,7 +35,7 @@ HEADERS = {
     "sketch.h": "search", "search.h": "search", "scheduler.h": "search",
     "train.h": "train",
     "netc.h": "netc",
-    "cwm.h": "api",
+    "cwm.h": "api", "api.h": "api",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')

@@ -1,9 +1,14 @@
 /* test_exitcodes.c: errors a user can act on, through the built `cwm` binary (next to this test
  * or $CWM_BIN): a missing compiler, a missing XGBoost or OpenBLAS, an unwritable log, a model
- * file of another version, a workload the search cannot schedule, a malformed workload and a
- * bad command line each end the command with their own exit code (the cwm_status numbers) and
- * one clear line on stderr, and `cwm --help` documents every one of those codes. */
+ * file of another version, a workload the search cannot schedule, a malformed workload, a step
+ * that does not fit and a bad command line each end the command with their own exit code (the
+ * cwm_status numbers) and one clear line on stderr, and `cwm --help` documents every one of those
+ * codes. The command-line conventions too: a usage error is one line naming the command's --help,
+ * "--" ends the options, every option of every command's table and every global option and
+ * environment variable is in the help, and --json turns stderr into JSON lines. */
 #define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -89,15 +94,13 @@ static int count_lines(const char *s) {
 }
 
 /* The case: exit code `code`, exactly one line on stderr that starts with "cwm" and contains
- * `needle` (case-insensitive). A usage error is followed by the command's help: there only the
- * first line is the message. */
+ * `needle` (case-insensitive); a usage error's line ends with where the command's help is. */
 static void expect(const char *what, const char *const *env, const char *const *argv, int code, const char *needle) {
   char err[16384], out[8192];
   int rc = run_cwm(env, argv, err, sizeof err, out);
   CHECKF(rc == code, "%s: exit %d, expected %d; stderr: %s", what, rc, code, err);
-  char *nl = strchr(err, '\n');
-  if (code == CWM_EUSAGE && nl) nl[1] = 0;
   CHECKF(count_lines(err) == 1 && !strncmp(err, "cwm", 3), "%s: expected one line on stderr, got: %s", what, err);
+  if (code == CWM_EUSAGE) CHECKF(strstr(err, "; see 'cwm") && strstr(err, " --help'\n"), "%s: no help named: %s", what, err);
   CHECKF(strcasestr(err, needle) != NULL, "%s: the message does not say '%s': %s", what, needle, err);
   fprintf(stderr, "exitcodes: %-28s -> %d: %s", what, rc, err);
 }
@@ -109,6 +112,229 @@ static void write_bytes(const char *path, const unsigned char *d, size_t n) {
 
 static void put_le(unsigned char *p, uint64_t v, int n) {
   for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+
+/* A usage error: exit 2, one line "cwm CMD: ...needle...; see 'cwm CMD --help'" (cmd "" for cwm
+ * itself) and nothing on stdout: not the help text. */
+static void usage_case(const char *const *argv, const char *cmd, const char *needle) {
+  char err[16384], out[16384], head[96], tail[96];
+  int rc = run_cwm(NULL, argv, err, sizeof err, out);
+  snprintf(head, sizeof head, "cwm%s%s: ", *cmd ? " " : "", cmd);
+  snprintf(tail, sizeof tail, "; see 'cwm%s%s --help'\n", *cmd ? " " : "", cmd);
+  size_t n = strlen(err), t = strlen(tail);
+  CHECKF(rc == CWM_EUSAGE && count_lines(err) == 1 && !strncmp(err, head, strlen(head)) && n > t &&
+             !strcmp(err + n - t, tail) && strstr(err, needle) && !out[0],
+         "usage error of '%s %s': exit %d, stderr: %s stdout: %.200s", argv[1], argv[2] ? argv[2] : "", rc, err, out);
+}
+
+static void check_usage_errors(const char *W) {
+  usage_case((const char *const[]){"cwm", "tune", "--no-such-option", NULL}, "tune", "unknown option '--no-such-option'");
+  usage_case((const char *const[]){"cwm", "tune", NULL}, "tune", "--workload is required");
+  usage_case((const char *const[]){"cwm", "sample", "--workload", W, "--count", "x", NULL}, "sample", "not an integer");
+  usage_case((const char *const[]){"cwm", "dataset", "measure", "--bogus", NULL}, "dataset measure", "--bogus");
+  usage_case((const char *const[]){"cwm", "train", "all", "--bogus", NULL}, "train all", "--bogus");
+  usage_case((const char *const[]){"cwm", "train", NULL}, "train", "which part");
+  usage_case((const char *const[]){"cwm", "eval", "score", NULL}, "eval", "--records");
+  usage_case((const char *const[]){"cwm", "show", "stray", NULL}, "show", "unexpected argument 'stray'");
+  usage_case((const char *const[]){"cwm", "no-such-command", NULL}, "", "unknown command");
+  usage_case((const char *const[]){"cwm", "tune", "--cache-max-mb", NULL}, "", "--cache-max-mb needs a value");
+  usage_case((const char *const[]){"cwm", "tune", "--worker-timeout", "0", NULL}, "", "--worker-timeout");
+  /* "--" ends the options: accepted at the end, and what follows is an operand, not an option */
+  char err[16384], out[16384];
+  int rc = run_cwm(NULL, (const char *const[]){"cwm", "show", "--workload", W, "--", NULL}, err, sizeof err, out);
+  CHECKF(rc == 0 && strstr(out, "# workload"), "show ... --: exit %d: %s", rc, err);
+  rc = run_cwm(NULL, (const char *const[]){"cwm", "show", "--workload=dense M=8 N=8 K=8", "--", NULL}, err, sizeof err, out);
+  CHECKF(rc == 0 && strstr(out, "# workload"), "show --workload=... --: exit %d: %s", rc, err);
+  usage_case((const char *const[]){"cwm", "show", "--workload", W, "--", "--suite", NULL}, "show",
+             "unexpected argument '--suite'");
+  /* cwm alone: the commands, not the whole help */
+  rc = run_cwm(NULL, (const char *const[]){"cwm", NULL}, err, sizeof err, out);
+  CHECKF(rc == CWM_EUSAGE && strstr(err, "  tune ") && strstr(err, "see 'cwm --help'") && !strstr(err, "exit codes:") &&
+             !strstr(err, "CWM_CACHE_DIR"),
+         "cwm alone: exit %d: %s", rc, err);
+  fprintf(stderr, "exitcodes: usage errors are one line naming the command's --help; -- accepted\n");
+}
+
+/* The subcommands a help text lists: "  name  what" lines, and "cwm CMD a|b" usages. */
+static int subcommands(const char *help, const char *cmd, char subs[][32], int max) {
+  int n = 0;
+  char pat[64];
+  snprintf(pat, sizeof pat, "cwm %s ", cmd);
+  for (const char *p = help; *p && n < max;) {
+    const char *nl = strchr(p, '\n'), *end = nl ? nl : p + strlen(p);
+    const char *w = NULL;
+    if (p[0] == ' ' && p[1] == ' ' && islower((unsigned char)p[2])) w = p + 2;
+    for (const char *q = w ? w : p; w || (q = strstr(q, pat)) != NULL; q += strlen(pat)) {
+      if (q >= end) break;
+      const char *a = w ? w : q + strlen(pat);
+      for (;;) {
+        size_t l = 0;
+        while (islower((unsigned char)a[l]) || a[l] == '-') l++;
+        int dup = 0;
+        for (int k = 0; k < n; k++) dup |= strlen(subs[k]) == l && !strncmp(subs[k], a, l);
+        if (l && l < 32 && !dup && n < max && (w ? a[l] == ' ' && a[l + 1] == ' ' : 1)) {
+          memcpy(subs[n], a, l);
+          subs[n++][l] = 0;
+        }
+        if (w || a[l] != '|') break;
+        a += l + 1;
+      }
+      if (w) break;
+    }
+    p = nl ? nl + 1 : end;
+  }
+  return n;
+}
+
+/* Every option of the command's table (cwm CMD [SUB] --list-options) is in its --help; a command
+ * with subcommands: each of them. */
+static void audit_help(const char *cmd, const char *sub) {
+  static char out[32768], help[65536], err[8192];
+  int rc = run_cwm(NULL, (const char *const[]){"cwm", cmd, sub ? sub : "--list-options", sub ? "--list-options" : NULL, NULL},
+                   err, sizeof err, out);
+  char opts[32768];
+  snprintf(opts, sizeof opts, "%s", out);
+  int hrc = run_cwm(NULL, (const char *const[]){"cwm", cmd, sub ? sub : "--help", sub ? "--help" : NULL, NULL}, err,
+                    sizeof err, help);
+  CHECKF(hrc == 0 && help[0], "cwm %s %s --help: exit %d: %s", cmd, sub ? sub : "", hrc, err);
+  if (rc == 0) {
+    int n = 0;
+    for (char *line = strtok(opts, "\n"); line; line = strtok(NULL, "\n"), n++) {
+      line[strcspn(line, "=")] = 0;
+      CHECKF(strstr(help, line) != NULL, "cwm %s%s%s --help does not name its option %s", cmd, sub ? " " : "",
+             sub ? sub : "", line);
+    }
+    return;
+  }
+  if (sub) { /* a leaf with no option table (dataset stats FILE): its usage names no option */
+    char *nl = strchr(help, '\n');
+    if (nl) *nl = 0;
+    CHECKF(!strstr(help, " --"), "cwm %s %s: --list-options refused, but its usage has options: %s", cmd, sub, help);
+    return;
+  }
+  char subs[32][32];
+  int n = subcommands(help, cmd, subs, 32);
+  CHECKF(n > 0, "cwm %s --list-options refused and its --help lists no subcommands: %s", cmd, err);
+  for (int i = 0; i < n; i++) audit_help(cmd, subs[i]);
+}
+
+/* The string literals on the line of each `key` in a source file that are option names ("--x";
+ * env 0) or environment variables (NAME_2; env 1), into words (space-separated). */
+static void literals_after(const char *path, const char *key, int env, cwm_buf *words) {
+  cwm_err e = {0};
+  char *src = cwm_read_file(path, NULL, &e);
+  if (!src) return;
+  for (char *p = src; (p = strstr(p, key)) != NULL;) {
+    p += strlen(key);
+    char *eol = strchr(p, '\n');
+    for (char *q = p; (q = strchr(q, '"')) && (!eol || q < eol);) {
+      char *end = strchr(q + 1, '"');
+      if (!end) break;
+      int ok = end - q - 1 >= 2 && (env ? isupper((unsigned char)q[1]) : !strncmp(q + 1, "--", 2) && islower((unsigned char)q[3]));
+      for (const char *c = q + 1; ok && c < end; c++)
+        ok = env ? isupper((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_' : islower((unsigned char)*c) || *c == '-';
+      if (ok) cwm_buf_printf(words, "%.*s ", (int)(end - q - 1), q + 1);
+      q = end + 1;
+    }
+  }
+  free(src);
+}
+
+static void check_help_audit(void) {
+  static char top[65536], err[8192];
+  int rc = run_cwm(NULL, (const char *const[]){"cwm", "--help", NULL}, err, sizeof err, top);
+  CHECKF(rc == 0, "cwm --help: exit %d", rc);
+  char cmds[64][32];
+  const char *list = strstr(top, "commands:\n");
+  CHECKF(list != NULL, "cwm --help has no commands: section");
+  if (!list) return;
+  const char *endl = strstr(list, "\n\n");
+  char section[8192];
+  snprintf(section, sizeof section, "%.*s", (int)(endl ? endl - list : (long)strlen(list)), list);
+  int n = subcommands(section, "", cmds, 64);
+  CHECKF(n >= 12, "cwm --help lists %d commands", n);
+  for (int i = 0; i < n; i++) audit_help(cmds[i], NULL);
+  /* the global options main takes out of argv, and the environment env.c reads */
+  const char *src = getenv("CWM_SOURCE_DIR");
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/src/cli", src && *src ? src : ".");
+  cwm_buf words;
+  cwm_buf_init(&words);
+  DIR *d = opendir(dir);
+  CHECKF(d != NULL, "%s: cannot list", dir);
+  for (struct dirent *de; d && (de = readdir(d));) {
+    size_t l = strlen(de->d_name);
+    if (l < 3 || strcmp(de->d_name + l - 2, ".c") || !strncmp(de->d_name, "cmd_", 4)) continue;
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    literals_after(path, "cli_take_option(", 0, &words);
+    literals_after(path, "cli_opt_is(argv", 0, &words);
+    if (!strcmp(de->d_name, "env.c")) {
+      literals_after(path, "var(", 1, &words);
+      literals_after(path, "getenv(", 1, &words);
+      literals_after(path, "vars[] = {", 1, &words);
+    }
+  }
+  if (d) closedir(d);
+  int nw = 0;
+  for (char *w = words.s ? strtok(words.s, " ") : NULL; w; w = strtok(NULL, " "), nw++)
+    CHECKF(strstr(top, w) != NULL, "cwm --help does not name %s", w);
+  CHECKF(nw >= 10, "the audit found %d global options and variables in %s", nw, dir);
+  cwm_buf_free(&words);
+  fprintf(stderr, "exitcodes: every option of %d commands' tables and %d global options and variables are in --help\n",
+          n, nw);
+}
+
+/* Every line of stderr is one JSON object {"cmd", "kind", "msg", "elapsed"}; returns the number
+ * of progress lines that count (done, total); *found set when a msg starts with want. */
+static int json_lines(const char *what, const char *err, const char *want, int *found) {
+  int counted = 0;
+  char *copy = strdup(err);
+  for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+    cJSON *j = cJSON_Parse(line);
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(j, "cmd"), *kind = cJSON_GetObjectItemCaseSensitive(j, "kind"),
+                *msg = cJSON_GetObjectItemCaseSensitive(j, "msg"), *el = cJSON_GetObjectItemCaseSensitive(j, "elapsed");
+    CHECKF(cJSON_IsObject(j) && cJSON_IsString(cmd) && cJSON_IsString(kind) && cJSON_IsString(msg) &&
+               cJSON_IsNumber(el) && el->valuedouble >= 0,
+           "%s: not a JSON progress line: %s", what, line);
+    if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "progress") && cJSON_GetObjectItemCaseSensitive(j, "done") &&
+        cJSON_GetObjectItemCaseSensitive(j, "total"))
+      counted++;
+    if (want && cJSON_IsString(msg) && !strncmp(msg->valuestring, want, strlen(want))) *found = 1;
+    cJSON_Delete(j);
+  }
+  free(copy);
+  return counted;
+}
+
+static void check_json(const char *W) {
+  char err[16384], out[8192];
+  int found = 0;
+  /* before the command or among its options; a usage error is a JSON line too */
+  int rc = run_cwm(NULL, (const char *const[]){"cwm", "--json", "tune", "--bogus", NULL}, err, sizeof err, out);
+  CHECKF(rc == CWM_EUSAGE && count_lines(err) == 1, "--json tune --bogus: exit %d: %s", rc, err);
+  json_lines("--json tune --bogus", err, "unknown option '--bogus'", &found);
+  CHECKF(found && strstr(err, "\"cmd\":\"tune\""), "--json usage error: %s", err);
+  /* a tuning run: its progress counts, and its notes with a workload name that holds a quote, a
+   * tab and a byte that is not UTF-8 (U+FFFD in the JSON) */
+  char wf[200];
+  snprintf(wf, sizeof wf, "%s/j\"s\xffn\ty.te", g_dir);
+  cwm_err e = {0};
+  const char *text = cwm_op_to_text(W, &e);
+  write_bytes(wf, (const unsigned char *)text, strlen(text));
+  free((char *)text);
+  rc = run_cwm(NULL,
+               (const char *const[]){"cwm", "tune", "--workload-file", wf, "--model", "random", "--trials", "4",
+                                     "--per-round", "2", "--population", "8", "--generations", "0", "--repeats", "1",
+                                     "--min-repeat-ms", "1", "--confirm", "0", "--json", NULL},
+               err, sizeof err, out);
+  CHECKF(rc == 0, "tune --json: exit %d: %s", rc, err);
+  found = 0;
+  int counted = json_lines("tune --json", err, "j\"s\xef\xbf\xbdn\ty, model random", &found);
+  CHECKF(counted >= 2 && found, "tune --json: %d counted progress lines, workload note %s: %s", counted,
+         found ? "found" : "missing", err);
+  fprintf(stderr, "exitcodes: --json: %d lines of stderr, each a JSON object\n", count_lines(err));
 }
 
 int main(void) {
@@ -128,9 +354,12 @@ int main(void) {
 #define TUNE(...) ((const char *const[]){"cwm", "tune", "--workload", __VA_ARGS__, quick[0], quick[1], quick[2], \
                                          quick[3], quick[4], quick[5], quick[6], quick[7], quick[8], NULL})
 
-  /* a bad command line */
+  /* a bad command line; the command line's conventions */
   expect("unknown option", NULL, (const char *const[]){"cwm", "tune", "--no-such-option", NULL}, CWM_EUSAGE,
          "unknown option");
+  check_usage_errors(W);
+  check_help_audit();
+  check_json(W);
   /* networks from ONNX: a file that is not a model, a missing one, and options checked before work */
   {
     char notonnx[200], model[1200];
@@ -270,6 +499,15 @@ int main(void) {
   char wlspec[200];
   snprintf(wlspec, sizeof wlspec, "@%s", wl);
   expect("malformed workload text", NULL, TUNE(wlspec, "--model", "random"), CWM_EPARSE, "line 2");
+  /* a step list that parses but does not fit the workload's state */
+  {
+    char sf[160];
+    snprintf(sf, sizeof sf, "%s/unfit.steps", g_dir);
+    const char *unfit = "[[\"SP\",2,7,8,[4],1]]\n";
+    write_bytes(sf, (const unsigned char *)unfit, strlen(unfit));
+    expect("step that does not fit", NULL, (const char *const[]){"cwm", "replay", "--workload", W, "--steps", sf, NULL},
+           CWM_ESTEP, "out of range");
+  }
   /* no C compiler (nothing cached, so the first kernel needs one) */
   expect("missing compiler", (const char *const[]){"CC=/nonexistent/bin/cc", cachevar, NULL},
          TUNE(W, "--model", "random"), CWM_ECOMPILER, "compiler");

@@ -153,7 +153,10 @@ char *cwm_read_file(const char *path, size_t *len, cwm_err *err);
 /* Reads a whole text file of at most 256 MB: a NUL byte in it is an error (CWM_EPARSE), as a
  * parser would silently stop there and drop the rest. */
 char *cwm_read_text(const char *path, cwm_err *err);
-/* Writes to path.tmp.<pid> then renames, so a crash never leaves a half-written file. */
+/* Writes to a temporary file made by mkstemp beside path (path.tmp.XXXXXX), syncs it, renames
+ * it over path and syncs the directory, so a crash never leaves a half-written file and a planted
+ * symbolic link is never written through. A path that is a character device or a FIFO
+ * (/dev/null, /dev/stdout) is written in place instead; a directory is an error. */
 int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err);
 int cwm_mkdir_p(const char *path, cwm_err *err);
 /* The directory part of path ("." when it has none, "/" for a file at the root). */

@@ -24,9 +24,9 @@ static const char *TUNE_HELP =
     "                [--model-file MODEL] [--seed S] [--log FILE] [--export DIR] [--summary FILE]\n"
     "                [--threads T] [--population N] [--generations N] [--pretrained FILE]\n"
     "                [--repeats R] [--min-repeat-ms MS] [--quiet]\n"
-    "Models: ansor (default; Ansor's features + XGBoost, from scratch or --pretrained FILE),\n"
-    "world (the compiler world model: --model-file MODEL, else $CWM_MODEL, else the shipped\n"
-    "models/default.cwm), random.\n"
+    "Models: world (the default: the compiler world model, --model-file MODEL, else $CWM_MODEL,\n"
+    "else the shipped models/default.cwm; without any model file the default is ansor), ansor\n"
+    "(Ansor's features + XGBoost, from scratch or --pretrained FILE), random.\n"
     "--target NAME (a global option, see cwm --help): the instruction set to tune for; records and\n"
     "the exported header name it, and NAME.c refuses a CPU without it instead of dying of SIGILL.\n"
     "Searches schedules (Ansor's sketches, random annotation, evolution under the cost model),\n"
@@ -181,8 +181,7 @@ int cmd_tune(int argc, char **argv) {
   if (cli_target_runs_here("tune")) return CWM_EUSAGE;
   if ((rc = cli_tune_protocol(o, NOPT(o), "tune", TUNE_HELP, &mo))) return rc;
   to.space.cores = mo.threads;
-  const char *model = cli_get(o, NOPT(o), "--model");
-  if (!model) model = "ansor";
+  const char *model = cli_model_name(cli_get(o, NOPT(o), "--model"), cli_get(o, NOPT(o), "--model-file"));
   cwm_err e = {0};
   cwm_costmodel *m = NULL;
   if (strcmp(model, "random") && strcmp(model, "ansor") && strcmp(model, "world"))

@@ -172,8 +172,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
   int prc = cli_tune_protocol(o, nopt, "tune", help, &mo);
   if (prc || (prc = cli_farm_measure(&mo, u.quiet))) return prc;
   no.tune.space.cores = mo.threads;
-  const char *model = cli_get(o, nopt, "--model");
-  if (!model) model = "ansor";
+  const char *model = cli_model_name(cli_get(o, nopt, "--model"), cli_get(o, nopt, "--model-file"));
   cwm_err e = {0};
   cwm_network *net = NULL;
   if (onnx) {

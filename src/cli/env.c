@@ -31,41 +31,20 @@ static const char *g_cache_dir; /* --cache-dir */
 static long g_cache_max_mb = -1; /* --cache-max-mb */
 
 int cli_cache_opts(int *argc, char **argv) {
-  static const char *const names[] = {"--cache-dir", "--cache-max-mb"};
-  int out = 0;
-  for (int i = 0; i < *argc; i++) {
-    const char *val = NULL;
-    int k = 0;
-    while (k < 2 && !cli_opt_is(argv[i], names[k], &val)) k++;
-    if (k == 2) {
-      argv[out++] = argv[i];
-      continue;
-    }
-    if (!val) {
-      if (i + 1 >= *argc) {
-        fprintf(stderr, "cwm: %s needs a value\n", names[k]);
-        return CWM_EUSAGE;
-      }
-      val = argv[++i];
-    }
-    if (k == 0) {
-      if (!*val) {
-        fprintf(stderr, "cwm: --cache-dir needs a directory\n");
-        return CWM_EUSAGE;
-      }
-      g_cache_dir = val;
-    } else {
-      char *end;
-      long mb = strtol(val, &end, 10);
-      if (*end || end == val || mb < 0 || mb > (1L << 30)) {
-        fprintf(stderr, "cwm: --cache-max-mb must be a number of MB (0: no bound), not '%s'\n", val);
-        return CWM_EUSAGE;
-      }
-      g_cache_max_mb = mb;
-    }
+  const char *dir = NULL, *mb = NULL;
+  if (cli_take_option(argc, argv, "--cache-dir", 1, &dir) < 0 || cli_take_option(argc, argv, "--cache-max-mb", 1, &mb) < 0)
+    return CWM_EUSAGE;
+  if (dir) {
+    if (!*dir) return cli_usage("", NULL, "--cache-dir needs a directory");
+    g_cache_dir = dir;
   }
-  *argc = out;
-  argv[out] = NULL;
+  if (mb) {
+    char *end;
+    long v = strtol(mb, &end, 10);
+    if (*end || end == mb || v < 0 || v > (1L << 30))
+      return cli_usage("", NULL, "--cache-max-mb must be a number of MB (0: no bound), not '%s'", mb);
+    g_cache_max_mb = v;
+  }
   return 0;
 }
 
@@ -94,6 +73,11 @@ void cli_env_space(cwm_space_opts *so) {
 void cli_env_world_cm(cwm_world_cm_opts *o) {
   const char *v = getenv("CWM_WORLD_HANDOFF");
   if (v && !strcmp(v, "0")) o->handoff = 0;
+}
+
+int cli_env_plain_terminal(void) {
+  const char *v = var("TERM");
+  return !v || !strcmp(v, "dumb");
 }
 
 int cli_env_job_size(void) {

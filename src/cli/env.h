@@ -34,6 +34,8 @@ const char *cli_target_cflags(const char *base);
  * lacks (cmd names the command). */
 int cli_target_runs_here(const char *cmd);
 
+/* TERM unset or "dumb": a terminal that cannot redraw a line (no progress bar). */
+int cli_env_plain_terminal(void);
 /* The number of ranks of the MPI job this process was started in (mpirun sets it), 0 if none. */
 int cli_env_job_size(void);
 #endif

@@ -22,14 +22,31 @@ static const char *USAGE =
     "  tune      search schedules with a cost model (a workload; a network: --onnx or --network)\n"
     "  import    read an ONNX model and show its tasks and glue\n"
     "  compile   write an ONNX model as a C library with the best kernels of a tuning log\n"
+    "  export    write the best kernel of each workload of a tuning log, measuring nothing\n"
+    "  log       list, pick the best of, filter, merge tuning logs; to and from Ansor's layout\n"
     "  demo      measure a hand-written schedule against the naive one\n"
     "  dataset   training workloads, trajectories, measured records, stats, splits\n"
     "  train     train the world model (encoder, transition, ranker) from the data set\n"
-    "  eval      evaluate a world model's ranking on held-out workloads\n"
+    "  eval      evaluate a world model's ranking on held-out workloads\n";
+
+static const char *USAGE_MORE =
     "\n"
     "workloads (--workload SPEC): a suite id (matmul_1024), an op spec in quotes\n"
     "(\"dense M=128 N=768 K=768 bias=1 act=gelu\"), or @FILE with workload text.\n"
     "The suite file is $CWM_SUITE or bench/suite.tsv.\n"
+    "\n"
+    "options: --name VALUE or --name=VALUE; -- ends the options. A usage error is one line on\n"
+    "stderr (exit 2) that names the command's --help.\n"
+    "options of every command:\n"
+    "  --help, -h         the command's usage, options and what it does\n"
+    "  --list-options     the command's options, one a line, = after those that take a value\n"
+    "                     (shell completion reads it: scripts/cwm-completion.bash)\n"
+    "  --json             every line on stderr (progress, notes, errors) as one JSON object:\n"
+    "                     {\"cmd\", \"kind\": \"progress\"|\"text\", \"msg\", \"elapsed\" seconds, and\n"
+    "                     \"done\", \"total\", \"eta_s\" where the line counts toward a total};\n"
+    "                     before the command (cwm --json tune ...) or among its options\n"
+    "On a terminal, long jobs (tune, dataset measure and sample) also draw a progress bar with\n"
+    "done/total, rate and ETA under their progress lines; --quiet leaves both out.\n"
     "\n"
     "exit codes:\n"
     "  0 ok   2 usage   3 malformed workload/spec/step text   4 step does not fit the state\n"
@@ -63,18 +80,33 @@ static const char *USAGE =
     "  CWM_REGISTER_TILE  0 turns off the sampler's register-tile prior\n"
     "  CWM_WORLD_HANDOFF  0 turns off the world model's hand-off to Ansor's model\n"
     "  CWM_XGBOOST_LIB    the XGBoost library to open (default libxgboost.so.0)\n"
-    "  CWM_OPENBLAS_LIB   the OpenBLAS library to open (default libopenblas.so.0, else libblas.so.3)\n";
+    "  CWM_OPENBLAS_LIB   the OpenBLAS library to open (default libopenblas.so.0, else libblas.so.3)\n"
+    "  TERM               dumb (or unset): no progress bar on a terminal\n"
+    "  OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE\n"
+    "                     set by mpirun: above 1, this process is a rank of an MPI job\n";
 
 int main(int argc, char **argv) {
   cli_env_apply();
+  cli_report_begin();
+  cli_json_requested = cli_report_json;
+  /* --json before the command; after it, cli_parse sees it among the command's options */
+  while (argc > 1 && !strcmp(argv[1], "--json")) {
+    cli_report_json();
+    memmove(argv + 1, argv + 2, sizeof *argv * (size_t)(argc - 1));
+    argc--;
+  }
   int rc = cli_cache_opts(&argc, argv), done = 0;
   if (rc) return rc;
   if ((rc = cli_target_opts(&argc, argv))) return rc < 0 ? 0 : rc;
   rc = cli_farm_begin(&argc, &argv, &done);
   if (rc || done) return rc;
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-    fputs(USAGE, argc < 2 ? stderr : stdout);
-    return argc < 2 ? CWM_EUSAGE : 0;
+  if (argc < 2) {
+    fprintf(stderr, "%s\nsee 'cwm --help' for the options, the environment and the exit codes\n", USAGE);
+    return CWM_EUSAGE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    printf("%s%s", USAGE, USAGE_MORE);
+    return 0;
   }
   if (!strcmp(argv[1], "--version")) {
     printf("cwm %s\n", CWM_VERSION);
@@ -85,13 +117,14 @@ int main(int argc, char **argv) {
       {"codegen", cmd_codegen}, {"measure", cmd_measure}, {"demo", cmd_demo},
       {"tune", cmd_tune},       {"import", cmd_import}, {"compile", cmd_compile},
       {"dataset", cmd_dataset}, {"train", cmd_train}, {"eval", cmd_eval},
+      {"export", cmd_export},   {"log", cmd_log},
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(argv[1], cmds[i].name)) {
+      cli_set_command(cmds[i].name);
       rc = cmds[i].fn(argc - 1, argv + 1);
       cli_farm_end();
       return rc;
     }
-  fprintf(stderr, "cwm: unknown command '%s' (see cwm --help)\n", argv[1]);
-  return CWM_EUSAGE;
+  return cli_usage("", NULL, "unknown command '%s'", argv[1]);
 }

@@ -6,6 +6,13 @@
 
 #include <string.h>
 
+const char *cli_model_name(const char *given, const char *model_file) {
+  if (given) return given;
+  /* the world model is the default whenever a model file is at hand (the shipped one is found
+   * beside the binary or in the source tree); without one, Ansor's online model still tunes */
+  return model_file || cwm_world_default_path() ? "world" : "ansor";
+}
+
 cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretrained, const char *model_file,
                              cwm_err *e) {
   if (!strcmp(name, "random")) return cwm_costmodel_random(seed);

@@ -37,34 +37,18 @@ static void finish(void) {
 /* Takes --worker-timeout S and --mixed-targets out of argv (they only mean something under
  * mpirun, and every command accepts them so that one command line serves every rank). */
 static int farm_options(int *argc, char **argv) {
-  int out = 0;
-  for (int i = 0; i < *argc; i++) {
-    const char *val = NULL;
-    if (cli_opt_is(argv[i], "--mixed-targets", &val) && !val) {
-      g_fo.mixed_targets = 1;
-      continue;
-    }
-    if (cli_opt_is(argv[i], "--worker-timeout", &val)) {
-      if (!val) {
-        if (i + 1 >= *argc) {
-          fprintf(stderr, "cwm: --worker-timeout needs a number of seconds\n");
-          return CWM_EUSAGE;
-        }
-        val = argv[++i];
-      }
-      char *end;
-      double s = strtod(val, &end);
-      if (*end || end == val || !(s >= 1 && s <= 86400)) {
-        fprintf(stderr, "cwm: --worker-timeout must be 1..86400 seconds, not '%s'\n", val);
-        return CWM_EUSAGE;
-      }
-      g_fo.worker_timeout_s = s;
-      continue;
-    }
-    argv[out++] = argv[i];
+  const char *mixed = NULL, *wt = NULL;
+  if (cli_take_option(argc, argv, "--mixed-targets", 0, &mixed) < 0 ||
+      cli_take_option(argc, argv, "--worker-timeout", 1, &wt) < 0)
+    return CWM_EUSAGE;
+  if (mixed) g_fo.mixed_targets = 1;
+  if (wt) {
+    char *end;
+    double s = strtod(wt, &end);
+    if (*end || end == wt || !(s >= 1 && s <= 86400))
+      return cli_usage("", NULL, "--worker-timeout must be 1..86400 seconds, not '%s'", wt);
+    g_fo.worker_timeout_s = s;
   }
-  *argc = out;
-  argv[out] = NULL;
   return 0;
 }
 

@@ -21,8 +21,7 @@ long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def) {
   char *end;
   long x = strtol(v, &end, 10);
   if (*end || end == v) {
-    fprintf(stderr, "cwm: %s: '%s' is not an integer\n", name, v);
-    exit(CWM_EUSAGE);
+    exit(cli_usage(NULL, NULL, "%s: '%s' is not an integer", name, v));
   }
   return x;
 }
@@ -30,8 +29,7 @@ long cli_get_long(const cli_opt *opts, int nopts, const char *name, long def) {
 int cli_get_int(const cli_opt *opts, int nopts, const char *name, int def) {
   long x = cli_get_long(opts, nopts, name, def);
   if (x < INT_MIN || x > INT_MAX) {
-    fprintf(stderr, "cwm: %s: %ld is out of range (at most %d)\n", name, x, INT_MAX);
-    exit(CWM_EUSAGE);
+    exit(cli_usage(NULL, NULL, "%s: %ld is out of range (at most %d)", name, x, INT_MAX));
   }
   return (int)x;
 }
@@ -43,8 +41,7 @@ double cli_get_double(const cli_opt *opts, int nopts, const char *name, double d
   errno = 0;
   double x = strtod(v, &end);
   if (*end || end == v || errno == ERANGE || !isfinite(x)) {
-    fprintf(stderr, "cwm: %s: '%s' is not a number\n", name, v);
-    exit(CWM_EUSAGE);
+    exit(cli_usage(NULL, NULL, "%s: '%s' is not a number", name, v));
   }
   return x;
 }
@@ -52,8 +49,7 @@ double cli_get_double(const cli_opt *opts, int nopts, const char *name, double d
 cwm_workload *cli_workload(const char *spec, const char *suite, int *rc) {
   cwm_err e = {0};
   if (!spec) {
-    fprintf(stderr, "cwm: --workload is required\n");
-    *rc = CWM_EUSAGE;
+    *rc = cli_usage(NULL, NULL, "--workload is required");
     return NULL;
   }
   cwm_workload *w = cwm_workload_from_spec(spec, suite, &e);
@@ -149,11 +145,6 @@ void cli_catch_stop(void) {
   sa.sa_handler = on_stop_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
-}
-
-void cli_progress(void *ud, const char *line) {
-  const cli_say *s = ud;
-  if (!s->quiet) fprintf(stderr, "cwm %s: %s\n", s->cmd, line);
 }
 
 int cli_check_outputs(const cli_opt *o, int nopt, const char *cmd, const char *help) {

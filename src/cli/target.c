@@ -25,34 +25,19 @@ static void list_targets(FILE *f) {
 }
 
 int cli_target_opts(int *argc, char **argv) {
-  int out = 0;
-  for (int i = 0; i < *argc; i++) {
-    const char *val = NULL;
-    if (!cli_opt_is(argv[i], "--target", &val)) {
-      argv[out++] = argv[i];
-      continue;
-    }
-    if (!val) {
-      if (i + 1 >= *argc) {
-        fprintf(stderr, "cwm: --target needs a value (see cwm --help)\n");
-        return CWM_EUSAGE;
-      }
-      val = argv[++i];
-    }
-    if (!strcmp(val, "native")) {
-      g_isa = NULL;
-    } else if (!strcmp(val, "list") || !strcmp(val, "help")) {
-      list_targets(stdout);
-      *argc = 0;
-      return -1;
-    } else if (!(g_isa = cwm_isa_find(val))) {
-      fprintf(stderr, "cwm: --target: unknown target '%s'; the targets:\n", val);
-      list_targets(stderr);
-      return CWM_EUSAGE;
-    }
+  const char *val = NULL;
+  if (cli_take_option(argc, argv, "--target", 1, &val) < 0) return CWM_EUSAGE;
+  if (!val || !strcmp(val, "native")) {
+    g_isa = NULL;
+  } else if (!strcmp(val, "list") || !strcmp(val, "help")) {
+    list_targets(stdout);
+    *argc = 0;
+    return -1;
+  } else if (!(g_isa = cwm_isa_find(val))) {
+    fprintf(stderr, "cwm: --target: unknown target '%s'; the targets:\n", val);
+    list_targets(stderr);
+    return CWM_EUSAGE;
   }
-  *argc = out;
-  argv[out] = NULL;
   if (g_isa) {
     cwm_codegen_set_lanes(g_isa->lanes);
     cwm_hwinfo_set_vector_floats(g_isa->vec_bytes / 4);

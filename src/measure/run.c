@@ -583,6 +583,10 @@ int cwm_measure(const cwm_measure_opts *o, const cwm_candidate *c, int n, const 
     timing_lock(lock, LOCK_EX);
     rc = run_child(o, so[i], &c[i], o->check ? ref : NULL, timeout, 1, NULL, &res[i], err);
     timing_lock(lock, LOCK_UN);
+    /* flock is not fair: taken again at once, it would starve another process waiting for it for
+     * as long as this batch lasts (a second tune on the host made no progress for minutes). A
+     * millisecond lets a waiter, woken by the unlock, take its turn. */
+    if (lock >= 0 && i + 1 < n) nanosleep(&(struct timespec){0, 1000000L}, NULL);
     if (rc == CWM_OK) set_median(&res[i]);
     if (o->verbose) {
       if (res[i].error)

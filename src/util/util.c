@@ -203,7 +203,49 @@ char *cwm_read_text(const char *path, cwm_err *err) {
 /* Written beside the destination under a name nobody can guess (mkstemp: O_EXCL, so a planted
  * file or symlink is never followed), synced, renamed over the destination, and the directory
  * synced, so that a crash leaves either the old file or the new one, whole. */
+/* Writes all of data to fd; 0 or the errno of the failed write. */
+static int write_all(int fd, const void *data, size_t n) {
+  const char *p = data;
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* An output path that is a character device or a FIFO (/dev/null, /dev/stdout, a named pipe) is
+ * written in place: renaming a temporary file over it would replace the device node itself (as
+ * root, /dev/null became a regular file). A symbolic link to one is followed only where no other
+ * user can plant links (/dev, /proc); elsewhere the link is replaced as any other file would be,
+ * never written through. A directory, a block device or a socket is refused. 1: written in place
+ * (rc set), 0: a regular file or nothing yet, to be written atomically. */
+static int write_in_place(const char *path, const void *data, size_t n, int *rc, cwm_err *err) {
+  struct stat l, t;
+  if (lstat(path, &l) != 0 || S_ISREG(l.st_mode)) return 0;
+  int follow = S_ISLNK(l.st_mode) && (!strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6));
+  if (S_ISLNK(l.st_mode) && !follow) return 0;
+  if (stat(path, &t) != 0) return 0;
+  if (S_ISREG(t.st_mode)) return 0;
+  if (!S_ISCHR(t.st_mode) && !S_ISFIFO(t.st_mode)) {
+    *rc = cwm_fail(err, CWM_EIO, "%s: cannot write: %s", path,
+                   S_ISDIR(t.st_mode) ? "it is a directory" : "not a regular file, a character device or a FIFO");
+    return 1;
+  }
+  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+  int e = fd < 0 ? errno : write_all(fd, data, n);
+  if (fd >= 0 && close(fd) != 0 && !e) e = errno;
+  *rc = e ? cwm_fail(err, CWM_EIO, "%s: cannot write: %s", path, strerror(e)) : CWM_OK;
+  return 1;
+}
+
 int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err *err) {
+  int in_place_rc;
+  if (write_in_place(path, data, n, &in_place_rc, err)) return in_place_rc;
   char tmp[4200];
   if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
     return cwm_fail(err, CWM_EIO, "%.200s...: path too long", path);
@@ -211,19 +253,8 @@ int cwm_write_file_atomic(const char *path, const void *data, size_t n, cwm_err 
   if (fd < 0) return cwm_fail(err, CWM_EIO, "%s: cannot write: %s", path, strerror(errno));
   mode_t um = umask(0);
   umask(um);
-  const char *p = data;
-  size_t left = n;
   int rc = fchmod(fd, 0644 & ~um) == 0 ? 0 : errno;
-  while (left && !rc) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      rc = errno;
-      break;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
+  if (!rc) rc = write_all(fd, data, n);
   if (rc) {
     close(fd);
     unlink(tmp);
