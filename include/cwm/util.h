@@ -51,6 +51,10 @@ void cwm_buf_puts(cwm_buf *b, const char *s);
 void cwm_buf_append(cwm_buf *b, const void *data, size_t n);
 void cwm_buf_printf(cwm_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cwm_buf_vprintf(cwm_buf *b, const char *fmt, va_list ap);
+/* s (NULL: "") as a JSON string: quotes and backslashes escaped, control bytes as \n, \t, \r or
+ * \u00XX, a byte that does not start valid UTF-8 replaced by `bad` (JSON text, e.g. "?"), so that
+ * the output is always valid JSON. */
+void cwm_buf_json_str(cwm_buf *b, const char *s, const char *bad);
 void cwm_buf_indent(cwm_buf *b, int depth);
 /* Takes ownership of the string; the buffer is left empty. */
 char *cwm_buf_take(cwm_buf *b);

@@ -80,43 +80,7 @@ static int parse_counts(const char *line, long *done, long *total, double *eta) 
 }
 
 /* s as a JSON string: escapes, and a byte that is not valid UTF-8 as U+FFFD */
-static void json_str(cwm_buf *b, const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  cwm_buf_putc(b, '"');
-  while (*p) {
-    unsigned c = *p;
-    if (c == '"' || c == '\\') {
-      cwm_buf_putc(b, '\\');
-      cwm_buf_putc(b, (char)c);
-      p++;
-    } else if (c < 0x20 || c == 0x7f) {
-      const char *esc = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
-      if (esc) cwm_buf_puts(b, esc);
-      else cwm_buf_printf(b, "\\u%04x", c);
-      p++;
-    } else if (c < 0x80) {
-      cwm_buf_putc(b, (char)c);
-      p++;
-    } else {
-      int n = c >= 0xf0 && c <= 0xf4 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : -1;
-      int ok = n > 0;
-      for (int k = 1; ok && k <= n; k++) ok = (p[k] & 0xc0) == 0x80;
-      /* no overlong forms, no surrogates, nothing past U+10FFFF */
-      if (ok && c == 0xe0) ok = p[1] >= 0xa0;
-      if (ok && c == 0xed) ok = p[1] < 0xa0;
-      if (ok && c == 0xf0) ok = p[1] >= 0x90;
-      if (ok && c == 0xf4) ok = p[1] < 0x90;
-      if (ok) {
-        for (int k = 0; k <= n; k++) cwm_buf_putc(b, (char)p[k]);
-        p += n + 1;
-      } else {
-        cwm_buf_puts(b, "\\ufffd");
-        p++;
-      }
-    }
-  }
-  cwm_buf_putc(b, '"');
-}
+static void json_str(cwm_buf *b, const char *s) { cwm_buf_json_str(b, s, "\\ufffd"); }
 
 static void emit_json(const char *cmd, const char *kind, const char *msg) {
   cwm_buf b;

@@ -68,55 +68,8 @@ double cwm_record_cost(const cwm_record *r) {
 
 /* ---------------------------------------------------------------- printing */
 
-/* Length of the valid UTF-8 sequence at p (1..4), 0 if the bytes there are not valid UTF-8. */
-static int utf8_len(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) return (p[1] & 0xc0) == 0x80 ? 2 : 0;
-  if (c >= 0xe0 && c <= 0xef) {
-    unsigned lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
-  }
-  if (c >= 0xf0 && c <= 0xf4) {
-    unsigned lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80 ? 4 : 0;
-  }
-  return 0;
-}
-
 /* A JSON string; bytes that are not valid UTF-8 become '?' so the line stays valid JSON. */
-static void put_str(cwm_buf *b, const char *s) {
-  cwm_buf_putc(b, '"');
-  const unsigned char *p = (const unsigned char *)(s ? s : "");
-  while (*p) {
-    unsigned c = *p;
-    if (c == '"' || c == '\\') {
-      cwm_buf_putc(b, '\\');
-      cwm_buf_putc(b, (char)c);
-      p++;
-    } else if (c == '\n') {
-      cwm_buf_puts(b, "\\n"), p++;
-    } else if (c == '\t') {
-      cwm_buf_puts(b, "\\t"), p++;
-    } else if (c == '\r') {
-      cwm_buf_puts(b, "\\r"), p++;
-    } else if (c < 0x20 || c == 0x7f) {
-      cwm_buf_printf(b, "\\u%04x", c), p++;
-    } else if (c < 0x80) {
-      cwm_buf_putc(b, (char)c), p++;
-    } else {
-      int n = utf8_len(p);
-      if (n == 0) {
-        cwm_buf_putc(b, '?');
-        p++;
-      } else {
-        for (int i = 0; i < n; i++) cwm_buf_putc(b, (char)p[i]);
-        p += n;
-      }
-    }
-  }
-  cwm_buf_putc(b, '"');
-}
+static void put_str(cwm_buf *b, const char *s) { cwm_buf_json_str(b, s, "?"); }
 
 /* a fixed-size field of cap bytes, not necessarily terminated, as a JSON string (at most 255 bytes) */
 static void put_fixed(cwm_buf *b, const char *s, size_t cap) {

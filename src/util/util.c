@@ -87,6 +87,39 @@ void cwm_buf_printf(cwm_buf *b, const char *fmt, ...) {
   cwm_buf_vprintf(b, fmt, ap);
   va_end(ap);
 }
+/* The length of the valid UTF-8 sequence at p (1..4), 0 when it is not one: no overlong forms,
+ * no surrogates, nothing past U+10FFFF. */
+static int utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) return (p[1] & 0xc0) == 0x80 ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    unsigned lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    unsigned lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80 ? 4 : 0;
+  }
+  return 0;
+}
+
+void cwm_buf_json_str(cwm_buf *b, const char *s, const char *bad) {
+  cwm_buf_putc(b, '"');
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  while (*p) {
+    unsigned c = *p;
+    const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
+    int n = esc || c < 0x20 || c == 0x7f ? 1 : utf8_len(p);
+    if (esc) cwm_buf_puts(b, esc);
+    else if (c < 0x20 || c == 0x7f) cwm_buf_printf(b, "\\u%04x", c);
+    else if (n) cwm_buf_append(b, p, (size_t)n);
+    else cwm_buf_puts(b, bad), n = 1;
+    p += n;
+  }
+  cwm_buf_putc(b, '"');
+}
+
 void cwm_buf_indent(cwm_buf *b, int depth) {
   for (int i = 0; i < depth; i++) cwm_buf_puts(b, "  ");
 }
