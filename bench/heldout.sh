@@ -1,0 +1,130 @@
+#!/bin/sh
+# heldout.sh: cwm's kernels against oneDNN on layers of real networks nobody tuned for
+# (data/heldout_realnet.tsv: MobileNet-V2/V3, EfficientNet, ResNet-18/34, ViT, CLIP, GPT-2, OPT,
+# TinyLlama; none in the world model's training workloads or in the suite).
+#
+# usage: bench/heldout.sh [--cwm PATH] [--anchors PATH] [--trials N] [--threads T] [--repeats R]
+#                         [--model M] [--ids a,b,...] [--suite FILE] [--out DIR]
+# For each row it tunes N trials (default 64) with the model (default world) and T threads
+# (default 1), logging to DIR/ID.jsonl (a rerun resumes: raise --trials to go on), and exports the
+# best schedule. Then, R times (default 3), row after row, it times oneDNN's kernel (anchors_main,
+# median of 7 repeats of >= 50 ms) and re-times cwm's best schedule (`cwm measure`, 5 repeats of
+# >= 50 ms), interleaved so that the machine's drift falls on both. It prints and writes
+# (DIR/heldout.tsv, DIR/heldout.md) the medians, cwm's speed as a fraction of oneDNN's
+# (oneDNN_us / cwm_us: above 1 is faster than oneDNN), the geometric mean and the lowest row, and
+# the same per kind of layer. Keep the machine quiet while it runs: nothing else timed or built.
+set -eu
+CWM=build/cwm
+ANCHORS=build/anchors_main
+TRIALS=64
+THREADS=1
+REPEATS=3
+MODEL=world
+IDS=""
+SUITE=data/heldout_realnet.tsv
+OUT=bench-out/heldout
+usage() { sed -n '5,6p' "$0" | sed 's/^# //'; }
+while [ $# -gt 0 ]; do
+  opt=$1
+  case $opt in
+    --*=*) val=${opt#*=}; opt=${opt%%=*}; shift ;;
+    --help|-h) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --*) [ $# -ge 2 ] || { echo "heldout.sh: $opt needs a value; see bench/heldout.sh --help" >&2; exit 2; }
+         val=$2; shift 2 ;;
+    *) echo "heldout.sh: unexpected '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
+  esac
+  case $opt in
+    --cwm) CWM=$val ;; --anchors) ANCHORS=$val ;; --trials) TRIALS=$val ;; --threads) THREADS=$val ;;
+    --repeats) REPEATS=$val ;; --model) MODEL=$val ;; --ids) IDS=$val ;; --suite) SUITE=$val ;;
+    --out) OUT=$val ;;
+    *) echo "heldout.sh: unknown option '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
+  esac
+done
+for n in "$TRIALS" "$THREADS" "$REPEATS"; do
+  case $n in ''|*[!0-9]*) echo "heldout.sh: '$n' is not a count" >&2; exit 2 ;; esac
+done
+[ -x "$CWM" ] || { echo "heldout.sh: no cwm at $CWM (--cwm)" >&2; exit 2; }
+[ -x "$ANCHORS" ] || { echo "heldout.sh: no anchors_main at $ANCHORS (--anchors; built with libdnnl-dev)" >&2; exit 2; }
+[ -r "$SUITE" ] || { echo "heldout.sh: cannot read $SUITE" >&2; exit 2; }
+mkdir -p "$OUT"
+export CWM_SUITE="$SUITE"
+TAB=$(printf '\t')
+rows() { grep -v '^#' "$SUITE" | awk -F'\t' -v ids=",$IDS," 'NF >= 3 && (ids == ",," || index(ids, "," $1 ",")) {print $1 "\t" $2 "\t" $3}'; }
+[ -n "$(rows)" ] || { echo "heldout.sh: no row of $SUITE matches --ids $IDS" >&2; exit 2; }
+# the kind of layer the bench reports on, from the op and its shape
+kind() { # op params
+  echo "$1 $2" | awk '{
+    for (i = 2; i <= NF; i++) { split($i, kv, "="); p[kv[1]] = kv[2] }
+    if ($1 == "dwconv2d") k = p["stride"] > 1 ? "strided depthwise" : "depthwise";
+    else if ($1 == "conv2d" && p["R"] == 1 && p["K"] <= 64) k = "pointwise, few outputs";
+    else if ($1 == "conv2d" && p["R"] == 1) k = "pointwise";
+    else if ($1 == "conv2d" && p["stride"] > 1 && p["R"] == 3) k = "strided 3x3";
+    else if ($1 == "conv2d") k = "other conv";
+    else if ($1 == "batch_matmul" && (p["K"] <= 64 || p["N"] <= 64)) k = "small batched matmul";
+    else if ($1 == "batch_matmul") k = "batched matmul";
+    else if (($1 == "dense" || $1 == "matmul") && p["M"] == 1) k = "GEMV (decode)";
+    else if (($1 == "dense" || $1 == "matmul") && (p["M"] % 8 || p["N"] % 8 || p["K"] % 8)) k = "odd-sized matmul";
+    else if ($1 == "dense" || $1 == "matmul") k = "matmul";
+    else k = $1;
+    print k }'
+}
+median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+n=$(rows | wc -l)
+printf "heldout: %d layers, %s, %s trials each, %s thread(s), model %s, %s interleaved repeats\n" "$n" \
+  "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
+i=0
+rows | while IFS="$TAB" read -r id op params; do
+  i=$((i + 1))
+  printf "heldout: tuning %s (%d/%d)\n" "$id" "$i" "$n"
+  "$CWM" tune --workload "$id" --model "$MODEL" --trials "$TRIALS" --threads "$THREADS" --log "$OUT/$id.jsonl" \
+    --export "$OUT/$id" --name k --summary "$OUT/$id.json" --quiet > "$OUT/$id.out" 2> "$OUT/$id.err" ||
+    { tail -3 "$OUT/$id.err"; echo "heldout: tuning $id failed" >&2; exit 1; }
+  sed -n 's/^ \* Schedule (Ansor-style steps): //p' "$OUT/$id/k.h" > "$OUT/$id/steps.txt"
+  : > "$OUT/$id/cwm.txt"
+  : > "$OUT/$id/onednn.txt"
+done
+r=0
+while [ $r -lt "$REPEATS" ]; do
+  r=$((r + 1))
+  printf "heldout: timing, repeat %d/%d\n" "$r" "$REPEATS"
+  rows | while IFS="$TAB" read -r id op params; do
+    "$ANCHORS" --suite "$SUITE" --id "$id" --threads "$THREADS" --no-torch |
+      awk -v id="$id" '$1 == id {print $3}' >> "$OUT/$id/onednn.txt"
+    "$CWM" measure --workload "$id" --steps "$OUT/$id/steps.txt" --threads "$THREADS" 2> /dev/null |
+      awk -F'\t' 'NR == 1 {print $2 + 0}' >> "$OUT/$id/cwm.txt"
+  done
+done
+{
+  printf "id\top\tkind\ttune_best_us\tcwm_us\toneDNN_us\tvs_oneDNN\n"
+  rows | while IFS="$TAB" read -r id op params; do
+    best=$(sed -n 's/.*"best_us":\([0-9.e+-]*\).*/\1/p' "$OUT/$id.json")
+    cu=$(median < "$OUT/$id/cwm.txt")
+    du=$(median < "$OUT/$id/onednn.txt")
+    [ -n "$cu" ] && [ -n "$du" ] || { echo "heldout: no timing for $id" >&2; exit 1; }
+    printf "%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.3f\n" "$id" "$op" "$(kind "$op" "$params")" "$best" "$cu" "$du" \
+      "$(echo "$du $cu" | awk '{print $1 / $2}')"
+  done
+} > "$OUT/heldout.tsv"
+# the summary: all rows, then each kind (geometric mean, lowest row)
+summary() {
+  awk -F'\t' 'NR > 1 {
+      all_l += log($7); all_n++; if (!all_n_min || $7 < all_min) { all_min = $7; all_id = $1; all_n_min = 1 }
+      l[$3] += log($7); c[$3]++; if (!($3 in mn) || $7 < mn[$3]) { mn[$3] = $7; mid[$3] = $1 }
+    } END {
+      printf "all layers\t%d\t%.3f\t%.3f (%s)\n", all_n, exp(all_l / all_n), all_min, all_id
+      for (k in c) printf "%s\t%d\t%.3f\t%.3f (%s)\n", k, c[k], exp(l[k] / c[k]), mn[k], mid[k]
+    }' "$OUT/heldout.tsv"
+}
+{
+  printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s\` on %s: medians of %s\n" \
+    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$REPEATS"
+  printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster).\n\n"
+  printf "| kind of layer | layers | geomean vs oneDNN | lowest (layer) |\n|---|---:|---:|---|\n"
+  summary | awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}'
+  printf "\n| layer | op | kind | cwm us | oneDNN us | vs oneDNN |\n|---|---|---|---:|---:|---:|\n"
+  awk -F'\t' 'NR > 1 {printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $5, $6, $7}' "$OUT/heldout.tsv"
+} > "$OUT/heldout.md"
+column -t -s "$TAB" "$OUT/heldout.tsv"
+echo
+summary | column -t -s "$TAB"
+echo "heldout: wrote $OUT/heldout.tsv and $OUT/heldout.md"
