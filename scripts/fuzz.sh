@@ -1,17 +1,20 @@
 #!/bin/bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for SECONDS (default 30).
 # usage: scripts/fuzz.sh [SECONDS] [target ...]
-#   targets: workload opspec steps record dataset ansormodel network onnx cliargs (default: all of them,
-#   and modelfile when fuzz/fuzz_modelfile.c exists)
+#   targets: workload opspec steps record dataset ansormodel network onnx cliargs modelcfg (default: all
+#   of them, and modelfile when fuzz/fuzz_modelfile.c exists)
 # Prints the executions run per target; a crash stops with the reproducer in build-fuzz/.
+# CWM_FUZZ_OUT=DIR builds and runs in DIR instead of build-fuzz/, so that a second run beside a long
+# one (a ten-minute campaign) does not replace the binaries and corpora the first one is using.
 set -e
 cd "$(dirname "$0")/.."
 T=${1:-30}
 shift || true
-DEFAULT="workload opspec steps record dataset ansormodel network onnx cliargs"
+DEFAULT="workload opspec steps record dataset ansormodel network onnx cliargs modelcfg"
 [ -f fuzz/fuzz_modelfile.c ] && DEFAULT="$DEFAULT modelfile"
 TARGETS=${*:-$DEFAULT}
-OUT=build-fuzz
+ROOT=$PWD
+OUT=${CWM_FUZZ_OUT:-build-fuzz}
 mkdir -p "$OUT"
 SRC="src/util/*.c src/te/*.c src/state/*.c src/codegen/*.c src/record/*.c src/measure/*.c"
 for t in $TARGETS; do
@@ -21,6 +24,13 @@ for t in $TARGETS; do
     modelfile)
       src="$SRC src/world/tokenizer.c src/world/modelfile.c"
       maxlen=16384
+      ;;
+    # the world model's config in front of valid weights: cwm_world_load over the world layer
+    modelcfg)
+      src="$SRC src/costmodel/*.c src/world/*.c"
+      maxlen=1024
+      # libFuzzer's defaults, named: whatever a config makes the loader allocate must stay under them
+      extra="-rss_limit_mb=2048 -malloc_limit_mb=2048"
       ;;
     # the command line's syntax: the argument parser of src/cli alone
     cliargs)
@@ -59,7 +69,7 @@ for t in $TARGETS; do
     -o "$OUT/fuzz_$t"
   mkdir -p "$OUT/corpus_$t"
   cp fuzz/corpus/"$t"/* "$OUT/corpus_$t/" 2>/dev/null || true
-  (cd "$OUT" && CWM_SUITE="$PWD/../bench/suite.tsv" ./"fuzz_$t" -max_total_time="$T" -max_len="$maxlen" \
+  (cd "$OUT" && CWM_SUITE="$ROOT/bench/suite.tsv" ./"fuzz_$t" -max_total_time="$T" -max_len="$maxlen" \
      -print_final_stats=1 $extra "corpus_$t" 2>"fuzz_$t.log") || { tail -30 "$OUT/fuzz_$t.log"; exit 1; }
   echo "fuzz_$t: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$OUT/fuzz_$t.log" | grep -o '[0-9]*$') executions in ${T} s, no crash"
 done

@@ -7,7 +7,7 @@
 #   ./scripts/install-deps.sh --bench  also the speed anchors and the model export: oneDNN,
 #                                      PyTorch and torchvision, python3-onnx, hyperfine
 set -e
-PKGS="build-essential cmake pkg-config clang libomp-dev libclang-rt-14-dev libcjson-dev libxgboost-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev openmpi-bin libopenmpi-dev libc6-dev-arm64-cross python3-cffi python3-pytest"
+PKGS="build-essential cmake pkg-config clang libomp-dev libclang-rt-14-dev libcjson-dev libxgboost-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev openmpi-bin libopenmpi-dev libc6-dev-arm64-cross libseccomp-dev python3-cffi python3-pytest"
 [ "$1" = "--bench" ] && PKGS="$PKGS libdnnl-dev python3-torch python3-torchvision python3-onnx hyperfine"
 missing=""
 for p in $PKGS; do

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -141,6 +142,12 @@ static int spawn_compiler(const argv_t *base, const char *cfile, const char *sof
     dup2(efd, 1);
     dup2(efd, 2);
     setenv("LC_ALL", "C", 1); /* plain ASCII quotes in the diagnostic that becomes res.msg */
+    /* The compiler of a pathological program (a huge unrolled loop nest) must not take the
+     * machine: 300 CPU seconds and 8 GiB of address space per compiler process, inherited by
+     * cc1 and the assembler; far above any kernel's needs (a few seconds, a few hundred MB). */
+    struct rlimit cpu = {300, 301}, as = {8UL << 30, 8UL << 30};
+    setrlimit(RLIMIT_CPU, &cpu);
+    setrlimit(RLIMIT_AS, &as);
     execvp(a.v[0], a.v);
     int e = errno;
     ssize_t w = write(ep[1], &e, sizeof e);

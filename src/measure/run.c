@@ -3,6 +3,7 @@
  * binary message through a pipe; plus the seeded input data, the output check and the reference. */
 #define _GNU_SOURCE
 #include "cwm/measure.h"
+#include "measure_internal.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -20,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -33,15 +35,18 @@
 #define FLUSH_BYTES (64u << 20)
 #define REF_HDR 64            /* keeps the floats after the header 64-byte aligned */
 
-/* What a child reports. Smaller than PIPE_BUF, so one write() is atomic: a kernel that forks and
- * returns twice cannot interleave two reports. */
+/* What a child reports before the timed repeats: the check's verdict, the calls per repeat it
+ * proposes, a slow candidate's one call, whether the sandbox holds. Smaller than PIPE_BUF, so one
+ * write() is atomic. None of it is a timing the parent takes on trust (runner_parent_repeats). */
 typedef struct {
   uint32_t magic;
   int32_t error;
-  int32_t ncosts;
+  int32_t sandbox;    /* cwm_sandbox_enter's return, and its message */
   int32_t pad;
-  double costs[32];
+  int64_t number;     /* calls per repeat from the warm-up; 0 when the repeats are not to run */
+  double slow_s;      /* > 0: cut off as slow, its fastest call (at least the cut-off, or refused) */
   char msg[256];
+  char sandbox_msg[128];
 } child_msg;
 
 typedef void (*kernel_fn)(float *const *args);
@@ -123,9 +128,9 @@ static void send_and_exit(int fd, child_msg *m) {
   _exit(0);
 }
 
-/* Closes every inherited descriptor but stdio and the report pipe, so a kernel cannot touch the
- * parent's files and RLIMIT_NOFILE is not spent on them. */
-static void close_inherited(int keep) {
+/* Closes every inherited descriptor but stdio, the report pipe and the control socket, so a
+ * kernel cannot touch the parent's files and RLIMIT_NOFILE is not spent on them. */
+static void close_inherited(int keep, int keep2) {
   int fds[1024], nfd = 0;
   DIR *d = opendir("/proc/self/fd");
   if (d) {
@@ -133,14 +138,14 @@ static void close_inherited(int keep) {
     struct dirent *e;
     while ((e = readdir(d)) && nfd < 1024) {
       int fd = atoi(e->d_name);
-      if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd > 2 && fd != keep && fd != dfd)
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd > 2 && fd != keep && fd != keep2 && fd != dfd)
         fds[nfd++] = fd;
     }
     closedir(d);
     for (int i = 0; i < nfd; i++) close(fds[i]);
   } else {
     for (int fd = 3; fd < 1024; fd++)
-      if (fd != keep) close(fd);
+      if (fd != keep && fd != keep2) close(fd);
   }
 }
 
@@ -194,7 +199,7 @@ static unsigned char *flush_buf;
 /* The child's process state before the kernel is loaded: dies with the parent, its own process
  * group, no stdin/stdout, only the result pipe open, resource limits, the OpenMP environment.
  * Returns the thread count. */
-static int child_isolate(int wfd, pid_t parent, const cwm_measure_opts *o, int timing, double timeout) {
+static int child_isolate(int wfd, int cfd, pid_t parent, const cwm_measure_opts *o, int timing, double timeout) {
 #ifdef __linux__
   /* Die with the parent: a killed cwm must not leave kernels running. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -207,7 +212,8 @@ static int child_isolate(int wfd, pid_t parent, const cwm_measure_opts *o, int t
     dup2(nul, 1); /* the kernel must not write into the caller's stdout (it may be a data stream) */
     if (nul > 2) close(nul);
   }
-  close_inherited(wfd);
+  close_inherited(wfd, cfd);
+  fcntl(cfd, F_SETFL, O_NONBLOCK); /* the repeats' wait spins (runner_child_repeats) */
   signal(SIGPIPE, SIG_DFL);
 
   if (timing && o->flush_cache) flush_buf = malloc(FLUSH_BYTES); /* before RLIMIT_AS: not the kernel's */
@@ -230,6 +236,7 @@ static int child_isolate(int wfd, pid_t parent, const cwm_measure_opts *o, int t
   set_limit(RLIMIT_CPU, (rlim_t)((timeout * 2 + 1) * thr), 1);
   set_limit(RLIMIT_NOFILE, 64, 0);
   set_limit(RLIMIT_CORE, 0, 0);
+  set_limit(RLIMIT_FSIZE, 0, 0); /* no file written, whatever is opened (the sandbox opens none) */
 #ifdef __linux__
   prctl(PR_SET_DUMPABLE, 0);
 #endif
@@ -273,15 +280,27 @@ static void child_args(int wfd, child_msg *m, void *h, const cwm_measure_opts *o
   }
 }
 
+static void omp_nothing(void *data) { (void)data; }
+
+/* Starts the OpenMP thread pool of the kernel's runtime (libgomp's GOMP_parallel, when the kernel
+ * object links it) with an empty parallel region of thr threads. */
+static void start_omp_threads(void *h, int thr) {
+  void *sym = dlsym(h, "GOMP_parallel");
+  if (!sym || thr <= 1) return;
+  void (*par)(void (*)(void *), void *, unsigned, unsigned);
+  memcpy(&par, &sym, sizeof par);
+  par(omp_nothing, NULL, (unsigned)thr, 0);
+}
+
 /* Runs in the forked child and never returns. shared_out, if set, is the output buffer (a shared
  * mapping the parent reads back: the reference); timing = 0 runs once only. */
-static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const char *so,
+static void child_main(int wfd, int cfd, pid_t parent, const cwm_measure_opts *o, const char *so,
                        const cwm_candidate *c, const cwm_reference *ref, double timeout,
                        int timing, float *shared_out) {
   double t_start = now_s();
   child_msg m;
   memset(&m, 0, sizeof m);
-  int thr = child_isolate(wfd, parent, o, timing, timeout);
+  int thr = child_isolate(wfd, cfd, parent, o, timing, timeout);
 
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -311,6 +330,12 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
   child_args(wfd, &m, h, o, c, shared_out, args);
   float *out = args[nargs - 1];
 
+  /* From here on only the kernel and the timing loop run, confined to what they need: OpenMP's
+   * threads started first by an empty parallel region (libgomp keeps them for the kernel's), then
+   * no more processes for this user (root is exempt from the limit, not from the sandbox) */
+  start_omp_threads(h, thr);
+  set_limit(RLIMIT_NPROC, 0, 0);
+  m.sandbox = cwm_sandbox_enter(wfd, cfd, m.sandbox_msg, sizeof m.sandbox_msg);
   /* The checked call is the first of the warm-up: it touches every page and loads the code. */
   double t_first = time_calls(fn, args, 1);
   if (o->check && ref && ref->out) {
@@ -359,7 +384,7 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
     }
   }
   if (o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s) {
-    m.costs[m.ncosts++] = fastest;
+    m.slow_s = fastest;
     send_and_exit(wfd, &m);
   }
   long number = 1;
@@ -372,23 +397,10 @@ static void child_main(int wfd, pid_t parent, const cwm_measure_opts *o, const c
       number = want > (double)(1L << 40) ? (1L << 40) : (long)ceil(want);
     }
   }
-  int repeats = o->repeats < 1 ? 1 : o->repeats > 32 ? 32 : o->repeats;
-  double last = 0, spent = 0;
-  for (int r = 0; r < repeats; r++) {
-    if (r > 0 && now_s() + last > deadline) break;
-    /* a slow candidate's median needs fewer repeats than a fast one's: stop at 3 once the
-     * budget is spent (a 400 ms kernel costs 4 calls instead of 7) */
-    if (r >= 3 && o->budget_s > 0 && spent >= o->budget_s) break;
-    if (flush_buf) {
-      memset(flush_buf, r + 1, FLUSH_BYTES);
-      __asm__ __volatile__("" : : "r"(flush_buf) : "memory"); /* keep the stores */
-    }
-    double t = time_calls(fn, args, number);
-    m.costs[m.ncosts++] = t / (double)number;
-    last = t;
-    spent += t;
-  }
-  send_and_exit(wfd, &m);
+  m.number = number;
+  m.magic = MSG_MAGIC;
+  runner_send(wfd, &m, sizeof m);
+  runner_child_repeats(wfd, cfd, fn, args, flush_buf, FLUSH_BYTES);
 }
 
 /* ---- the parent -------------------------------------------------------------------------- */
@@ -398,6 +410,7 @@ static const char *sig_name(int s) {
     case SIGSEGV: return "SIGSEGV";
     case SIGBUS: return "SIGBUS";
     case SIGFPE: return "SIGFPE";
+    case SIGSYS: return "SIGSYS";
     case SIGILL: return "SIGILL";
     case SIGABRT: return "SIGABRT";
     case SIGKILL: return "SIGKILL";
@@ -406,7 +419,6 @@ static const char *sig_name(int s) {
     case SIGXFSZ: return "SIGXFSZ";
     case SIGPIPE: return "SIGPIPE";
     case SIGTRAP: return "SIGTRAP";
-    case SIGSYS: return "SIGSYS";
     case SIGINT: return "SIGINT";
     case SIGHUP: return "SIGHUP";
     case SIGALRM: return "SIGALRM";
@@ -414,17 +426,58 @@ static const char *sig_name(int s) {
   }
 }
 
-/* Forks one child and waits for its report with a wall-clock time-out. The report is read by
- * size, not to end-of-file: a grandchild the kernel forked keeps the pipe open. Whatever happens,
- * the whole process group is killed and the child reaped before returning. Returns non-zero only
- * if the child could not be started. */
+/* The notice, once per process, that kernels run without the seccomp filter. */
+static void sandbox_notice(const child_msg *m) {
+  static int said;
+  if (m->sandbox == 0 || said) return;
+  said = 1;
+  char note[sizeof m->sandbox_msg];
+  memcpy(note, m->sandbox_msg, sizeof note);
+  note[sizeof note - 1] = 0;
+  fprintf(stderr, "cwm: %s%s\n", note,
+          m->sandbox > 0 ? " (scripts/install-deps.sh installs libseccomp-dev)" : "; kernels run unsandboxed");
+}
+
+/* The child's report, checked: what the child may say (its verdict, a slow call at least the
+ * cut-off) and the timings taken here. */
+static void report_result(const cwm_measure_opts *o, child_msg *m, const double *costs, int nc,
+                          cwm_result *res) {
+  res->error = m->error;
+  m->msg[sizeof m->msg - 1] = 0;
+  snprintf(res->msg, sizeof res->msg, "%s", m->msg);
+  res->ncosts = 0;
+  if (m->error != CWM_MERR_NONE) return;
+  if (m->slow_s > 0) {
+    if (o->slow_cutoff_s > 0 && m->slow_s >= o->slow_cutoff_s) {
+      res->costs[res->ncosts++] = m->slow_s;
+    } else {
+      res->error = CWM_MERR_RUNTIME;
+      snprintf(res->msg, sizeof res->msg, "timing protocol violated: a slow call of %g s under the cut-off",
+               m->slow_s);
+    }
+    return;
+  }
+  for (int i = 0; i < nc && i < 32; i++) res->costs[res->ncosts++] = costs[i];
+}
+
+/* Forks one child and waits for its report (and times its repeats) with a wall-clock time-out.
+ * Whatever happens, the whole process group is killed and the child reaped before returning.
+ * Returns non-zero only if the child could not be started. */
 static int run_child(const cwm_measure_opts *o, const char *so, const cwm_candidate *c,
                      const cwm_reference *ref, double timeout, int timing, float *shared_out,
                      cwm_result *res, cwm_err *err) {
   double t0 = cwm_now();
-  int p[2];
+  int p[2], s[2];
   if (pipe2(p, O_CLOEXEC) != 0)
     return cwm_fail(err, CWM_EMEASURE, "cannot create the runner pipe: %s", strerror(errno));
+  /* the control channel is a socket so that a send to a dead child fails instead of raising
+   * SIGPIPE in cwm (MSG_NOSIGNAL) */
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) != 0) {
+    int e = errno;
+    close(p[0]);
+    close(p[1]);
+    return cwm_fail(err, CWM_EMEASURE, "cannot create the runner's control socket: %s", strerror(e));
+  }
   pid_t parent = getpid();
   fflush(stdout);
   fflush(stderr);
@@ -433,48 +486,40 @@ static int run_child(const cwm_measure_opts *o, const char *so, const cwm_candid
     int e = errno;
     close(p[0]);
     close(p[1]);
+    close(s[0]);
+    close(s[1]);
     return cwm_fail(err, CWM_EMEASURE, "cannot fork the runner child: %s", strerror(e));
   }
   if (pid == 0) {
     close(p[0]);
-    child_main(p[1], parent, o, so, c, ref, timeout, timing, shared_out);
+    close(s[0]);
+    child_main(p[1], s[1], parent, o, so, c, ref, timeout, timing, shared_out);
     _exit(1);
   }
   setpgid(pid, pid);
   close(p[1]);
+  close(s[1]);
   fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
 
   child_msg m;
-  size_t got = 0;
-  int eof = 0, exited = 0, timed_out = 0;
-  double deadline = t0 + timeout;
-  for (;;) {
-    double left = deadline - cwm_now();
-    if (left <= 0) { timed_out = 1; break; }
-    int ms = (int)(left * 1000) + 1;
-    if (ms > 20) ms = 20; /* wake up to notice a child that died while a grandchild holds the pipe */
-    if (eof) {
-      struct timespec ts = {0, (long)ms * 1000000L};
-      nanosleep(&ts, NULL);
-    } else {
-      struct pollfd pf = {p[0], POLLIN, 0};
-      poll(&pf, 1, ms);
-    }
-    for (;;) {
-      if (got == sizeof m || eof) break;
-      ssize_t r = read(p[0], (char *)&m + got, sizeof m - got);
-      if (r > 0) got += (size_t)r;
-      else if (r == 0) eof = 1;
-      else if (errno != EINTR) break;
-    }
-    if (got == sizeof m || exited) break;
-    /* WNOWAIT: look without reaping, so the pid (and so the group id) cannot be reused before the
-     * kill below. One more read pass follows, for a report written just before exiting. */
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
-      exited = 1;
+  double costs[32];
+  int nc = 0;
+  char perr[160] = "";
+  int rc = runner_read(p[0], pid, &m, sizeof m, t0 + timeout);
+  if (rc == RUNNER_OK && m.magic != MSG_MAGIC) {
+    snprintf(perr, sizeof perr, "a report without the runner's mark");
+    rc = RUNNER_PROTOCOL;
   }
+  if (rc == RUNNER_OK) sandbox_notice(&m);
+  if (rc == RUNNER_OK && timing && m.error == CWM_MERR_NONE && m.slow_s <= 0) {
+    if (m.number < 1) {
+      snprintf(perr, sizeof perr, "%lld calls per repeat", (long long)m.number);
+      rc = RUNNER_PROTOCOL;
+    } else {
+      rc = runner_parent_repeats(o, p[0], s[0], pid, m.number, t0, timeout, costs, &nc, perr, sizeof perr);
+    }
+  }
+  close(s[0]);
   kill(-pid, SIGKILL);
   kill(pid, SIGKILL);
   int st = 0;
@@ -482,18 +527,22 @@ static int run_child(const cwm_measure_opts *o, const char *so, const cwm_candid
   close(p[0]);
   res->run_s = cwm_now() - t0;
 
-  if (got == sizeof m && m.magic == MSG_MAGIC) {
-    res->error = m.error;
-    res->ncosts = m.ncosts < 0 ? 0 : m.ncosts > 32 ? 32 : m.ncosts;
-    memcpy(res->costs, m.costs, sizeof m.costs);
-    m.msg[sizeof m.msg - 1] = 0;
-    snprintf(res->msg, sizeof res->msg, "%s", m.msg);
-  } else if (timed_out) {
+  res->ncosts = 0;
+  if (rc == RUNNER_OK) {
+    report_result(o, &m, costs, nc, res);
+  } else if (rc == RUNNER_PROTOCOL) {
+    res->error = CWM_MERR_RUNTIME;
+    snprintf(res->msg, sizeof res->msg, "timing protocol violated: %s", perr);
+  } else if (rc == RUNNER_TIMEOUT) {
     res->error = CWM_MERR_RUN_TIMEOUT;
     snprintf(res->msg, sizeof res->msg, "exceeded the %gs run time-out", timeout);
   } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU) {
     res->error = CWM_MERR_RUN_TIMEOUT;
     snprintf(res->msg, sizeof res->msg, "CPU time limit exceeded (SIGXCPU)");
+  } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) {
+    res->error = CWM_MERR_RUNTIME;
+    snprintf(res->msg, sizeof res->msg, "killed by SIGSYS: a blocked system call (the kernel sandbox "
+                                        "allows memory, threads, the clock and the report pipe)");
   } else if (WIFSIGNALED(st)) {
     res->error = CWM_MERR_RUNTIME;
     snprintf(res->msg, sizeof res->msg, "killed by %s (%s)", sig_name(WTERMSIG(st)),

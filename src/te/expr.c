@@ -102,10 +102,44 @@ static const char *const c_taken[] = {
 static const char *const lang_words[] = {"args", "select", "sum",   "max",    "min", "gelu",
                                          "relu", "rsqrt",  "input", "output", "omp"};
 
+/* Object-like macros of those headers (and of gcc, whose default gnu modes define linux and unix)
+ * and the keywords of GNU C and C23: a tensor named FP_NAN or EOF became a number in the kernel's
+ * parameter list, one named typeof or asm a syntax error, so the kernel did not build. Exact names
+ * first, then the families the C standard and POSIX reserve for these headers, so that another
+ * C library's extra errno or clock names are refused as well. */
+static const char *const c_macros[] = {
+    "EOF", "BUFSIZ", "TMP_MAX", "FOPEN_MAX", "FILENAME_MAX", "RAND_MAX", "DECIMAL_DIG", "CLOCKS_PER_SEC",
+    "FD_SETSIZE", "NFDBITS", "BIG_ENDIAN", "LITTLE_ENDIAN", "PDP_ENDIAN", "BYTE_ORDER", "SIZE_MAX", "TIME_UTC",
+    "P_tmpdir", "WCONTINUED", "WEXITED", "WNOHANG", "WNOWAIT", "WSTOPPED", "WUNTRACED", "errno", "linux", "unix",
+    "i386", "math_errhandling", "asm", "typeof", "typeof_unqual", "constexpr", "nullptr", "alignas", "alignof",
+    "static_assert", "thread_local"};
+static const char *const c_macro_prefixes[] = {"FP_",   "FLT_",   "DBL_",     "LDBL_",    "M_",       "CLOCK_",
+                                               "TIMER_", "SEEK_",  "MATH_",    "HUGE_VAL", "WCHAR_",   "WINT_",
+                                               "PTRDIFF_", "SIG_ATOMIC_", "EXIT_", "MB_",  "L_",       "INTMAX_",
+                                               "UINTMAX_", "INTPTR_", "UINTPTR_"};
+
+static int ends_with(const char *s, const char *t) {
+  size_t n = strlen(s), m = strlen(t);
+  return n >= m && strcmp(s + n - m, t) == 0;
+}
+
+static int c_macro(const char *s) {
+  for (size_t i = 0; i < sizeof c_macros / sizeof c_macros[0]; i++)
+    if (strcmp(s, c_macros[i]) == 0) return 1;
+  for (size_t i = 0; i < sizeof c_macro_prefixes / sizeof c_macro_prefixes[0]; i++)
+    if (strncmp(s, c_macro_prefixes[i], strlen(c_macro_prefixes[i])) == 0) return 1;
+  /* errno.h: E and a digit or an uppercase letter; stdint.h: INT or UINT ... _MAX, _MIN, _C */
+  if (s[0] == 'E' && ((s[1] >= '0' && s[1] <= '9') || (s[1] >= 'A' && s[1] <= 'Z'))) return 1;
+  if ((strncmp(s, "INT", 3) == 0 || strncmp(s, "UINT", 4) == 0) &&
+      (ends_with(s, "_MAX") || ends_with(s, "_MIN") || ends_with(s, "_C")))
+    return 1;
+  return 0;
+}
+
 int cwm_c_name_taken(const char *s) {
   for (size_t i = 0; i < sizeof c_taken / sizeof c_taken[0]; i++)
     if (strcmp(s, c_taken[i]) == 0) return 1;
-  return 0;
+  return c_macro(s);
 }
 
 /* Explicit ranges rather than <ctype.h>: the answer must not depend on the locale. */

@@ -82,6 +82,30 @@ static int load_params(const cwm_mfile *f, const char *path, const char *prefix,
   return 0;
 }
 
+/* cwm_world_new allocates every weight the config implies (four floats each: the weights, their
+ * gradients and two moments) before any tensor of the file is compared with it, and sizes within
+ * the ranges checked below (width 4096, 64 layers, ff 65536) ask for about 155 GB. Every weight
+ * must come from the file, so a config whose largest tensors alone would not fit in the file's
+ * sections is refused first: what loading allocates stays a small multiple of the file's size. */
+static int weights_fit(const cwm_mfile *f, const cwm_world_config *c, int vocab, const char *path, cwm_err *err) {
+  double D = c->enc.width, F = c->enc.ff;
+  /* a lower bound on the floats: embeddings, each layer's qkv, proj, fc and fc2, the transition's
+   * three D x D products */
+  double need = ((double)vocab + c->enc.window) * D + c->enc.layers * (4 * D * D + 2 * F * D) + 3 * D * D;
+  double have = 0;
+  for (int i = 0; i < cwm_mfile_count(f); i++) {
+    size_t n = 0;
+    if (cwm_mfile_section_kind(f, i) == CWM_MFILE_TENSOR && cwm_mfile_bytes(f, cwm_mfile_section_name(f, i), &n))
+      have += (double)n / sizeof(float);
+  }
+  if (need > have)
+    return cwm_fail(err, CWM_EMODEL,
+                    "model file %s: world.config (width %d, layers %d, ff %d, window %d) needs at least %.0f weights; "
+                    "the file's tensors hold %.0f",
+                    path, c->enc.width, c->enc.layers, c->enc.ff, c->enc.window, need, have);
+  return 0;
+}
+
 cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   cwm_mfile *f = cwm_mfile_load(path, err);
   if (!f) return NULL;
@@ -147,9 +171,19 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
     }
     goto out;
   }
+  if (weights_fit(f, &c, cwm_vocab_size(vocab), path, err)) goto out;
   w = cwm_world_new(&c, vocab, 0, err);
   vocab = NULL;
-  if (!w) goto out;
+  if (!w) {
+    /* the encoder's own checks (width a multiple of heads, overlap below window) speak of its
+     * config; here the config came from the file, so the error is the file's */
+    if (err && err->code != CWM_EDEP) {
+      char m[sizeof err->msg];
+      snprintf(m, sizeof m, "%s", err->msg);
+      cwm_fail(err, CWM_EMODEL, "model file %s: world.config: %.400s", path, m);
+    }
+    goto out;
+  }
   for (int i = 0; i < cwm_encoder_nparams(w->enc); i++)
     if (load_params(f, path, "enc.", cwm_encoder_param(w->enc, i), err)) goto fail;
   for (int i = 0; i < w->tp.n; i++) {
