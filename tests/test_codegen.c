@@ -25,6 +25,9 @@ static const char *SMALL[] = {
     "conv2d C=5 H=9 W=11 K=6 R=3 S=3 stride=1 pad=1 bias=1 act=relu",
     "conv2d C=6 H=7 W=7 K=8 R=1 S=1 stride=1 pad=0 bias=1 act=none",
     "dwconv2d C=4 H=12 W=10 R=3 S=3 stride=1 pad=1",
+    /* padding loops of 16 and more: partitioned where the select's condition holds */
+    "conv2d C=3 H=9 W=20 K=4 R=3 S=3 stride=2 pad=1 bias=1 act=relu",
+    "dwconv2d C=3 H=7 W=33 R=5 S=5 stride=2 pad=2",
 };
 
 /* Bytes of the intermediate buffers a state allocates at root: random rfactors of full-size
@@ -164,6 +167,14 @@ static void uneven_bounds(void) {
   }
 }
 
+/* Writes workload text to a new temporary file made from the template path; spec = "@path". */
+static void write_workload(const char *text, char *path, char *spec, size_t n) {
+  int fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+  if (fd >= 0) close(fd);
+  snprintf(spec, n, "@%s", path);
+}
+
 /* User names that the generator once used for itself (its accumulators, temporaries, pack loop
  * counters, macro locals): the generator's own names all hold a double underscore, which a user
  * name cannot, so these compile and pass the reference check. */
@@ -174,13 +185,47 @@ static void names_of_the_generator(int count) {
                             "acc[i_:16, d0:32] = sum(l_:24 : q_[i_, l_] * o[d0, l_])\n"
                             "x_0[s_:16, p_:32] = gelu(acc[s_, p_] + t0[p_])\n"
                             "r_[v_:16, acc0:32] = max(x_0[v_, acc0], 0)\n";
-  char path[] = "/tmp/cwm-names-XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
-  if (fd >= 0) close(fd);
-  char spec[64];
-  snprintf(spec, sizeof spec, "@%s", path);
+  char path[] = "/tmp/cwm-names-XXXXXX", spec[64];
+  write_workload(text, path, spec, sizeof spec);
   run_workload(spec, count, 77, 0);
+  unlink(path);
+}
+
+/* A select's innermost loop split where its condition holds (src/codegen/partition.c): conditions
+ * with coefficients 2 and -1 and none on the loop variable, in random schedules and in the
+ * initial state, whose code must hold the split loops. */
+static void partitioned_selects(int count) {
+  static const char *text =
+      "input I[2, 37]\n"
+      "P[c:2, p:2, j:19] = select(j * 2 + p >= 1 && j * 2 + p < 38 && c < 2, I[c, j * 2 + p - 1], 0)\n"
+      "Q[c:2, j:20] = select(20 - j > 2 && j > 1, P[c, 1, 19 - j], 0)\n"
+      "R[c:2, j:40] = select(c >= 1, I[c, j % 37], 1)\n"
+      "out[c:2, x:18] = P[c, 0, x] + P[c, 1, x + 1] * Q[c, x] + R[c, x * 2]\n";
+  char path[] = "/tmp/cwm-part-XXXXXX", spec[64];
+  write_workload(text, path, spec, sizeof spec);
+  run_workload(spec, count, 91, 0);
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
+  cwm_measure_opts mo = test_measure_opts(0);
+  cwm_task *t = w ? cwm_task_new(w, &mo, &e) : NULL;
+  cwm_state *s = NULL;
+  CHECKF(t && cwm_state_replay(cwm_task_dag(t), NULL, 0, &s, NULL, &e) == 0, "%s", e.msg);
+  if (s) {
+    cwm_kernel k;
+    CHECKF(cwm_codegen(s, NULL, &k, &e) == 0, "%s", e.msg);
+    int n = 0;
+    for (const char *q = strstr(k.body, "condition holds"); q; q = strstr(q + 1, "condition holds")) n++;
+    /* P's j (19), Q's j (20); R's condition is not linear in a loop but holds nothing of j: also split */
+    CHECKF(n == 3, "%d partitioned loops, not 3:\n%s", n, k.body);
+    cwm_kernel_free(&k);
+    cwm_record rec;
+    memset(&rec, 0, sizeof rec);
+    CHECKF(cwm_task_measure(t, &s, 1, &rec, &e) == 0 && rec.error == 0, "%s %s", e.msg, rec.msg);
+    cwm_record_free(&rec);
+    cwm_state_free(s);
+  }
+  cwm_task_free(t);
+  cwm_workload_free(w);
   unlink(path);
 }
 
@@ -196,6 +241,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof SMALL / sizeof SMALL[0]; i++) run_workload(SMALL[i], count, 1 + i, 0);
     uneven_bounds();
     names_of_the_generator(count);
+    partitioned_selects(count);
   }
   return test_done();
 }

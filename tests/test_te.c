@@ -545,6 +545,10 @@ static void test_bounds(void) {
       {"input A[16]\nB[i:16] = select(i >= 4, A[i - 5], 0)\n", "ranges over [-1, 10]"},
       {"input A[16]\nB[i:16] = A[i * 100000 * 100000 - i * 100000 * 100000]\n", "outside"},
       {"input A[16]\nB[i:16] = A[i % 17]\n", "ranges over [0, 16]"},
+      /* a condition on an expression bounds that expression only, where it recurs */
+      {"input A[16]\nB[p:2, j:8] = select(j * 2 + p >= 0, A[j * 2 + p - 1], 0)\n", "ranges over [-1, 14]"},
+      {"input A[16]\nB[p:2, j:9] = select(j * 2 + p >= 1, A[j * 2 + p - 1], 0)\n", "ranges over [0, 16]"},
+      {"input A[16]\nB[p:2, j:8] = select(j * 2 + p >= 1, A[j * 2 - 1], 0)\n", "ranges over [-1, 13]"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     cwm_err err = {0};
@@ -559,6 +563,9 @@ static void test_bounds(void) {
       "input A[16]\nB[i:16] = A[15 - i]\n",
       "input A[16]\nB[i:16] = A[i / 2 + i % 2 * 8]\n",
       "input A[16]\nB[i:18] = select(i >= 1 && i < 17, A[i - 1], 0)\n",
+      /* a stride-2 convolution's padded input split into even and odd columns */
+      "input A[16]\nB[p:2, j:9] = select(j * 2 + p >= 1 && j * 2 + p < 17, A[j * 2 + p - 1], 0)\n",
+      "input A[16]\nB[j:20] = select(15 - j >= 0, A[15 - j], 0)\n",
   };
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     cwm_err err = {0};

@@ -112,7 +112,10 @@ void lower_emit_init_stmt(ctx_t *c, int p, int depth) {
   cwm_buf_free(&o);
 }
 
-void lower_emit_update_stmt(ctx_t *c, int p, int depth) {
+void lower_emit_update_stmt(ctx_t *c, int p, int depth) { lower_emit_update_stmt_with(c, p, depth, body_op(c, p)->body); }
+
+/* The update statement with body in place of the stage's own (partition.c: a select's branch). */
+void lower_emit_update_stmt_with(ctx_t *c, int p, int depth, const cwm_expr *body) {
   const cwm_op *b = body_op(c, p);
   if (c->collect) lower_collect_store(c, p, 0);
   c->cur_stage = p;
@@ -123,7 +126,7 @@ void lower_emit_update_stmt(ctx_t *c, int p, int depth) {
   cwm_buf_init(&val);
   cwm_buf_init(&tgt);
   cwm_buf_init(&o);
-  lower_emit_expr(c, b->body, env, &val, 0);
+  lower_emit_expr(c, body, env, &val, 0);
   lower_emit_store_target(c, p, &tgt);
   if (b->reduce == CWM_RED_NONE) cwm_buf_printf(&o, "%s = %s", tgt.s, val.s);
   else if (c->text) cwm_buf_printf(&o, "%s %s= %s", tgt.s, b->reduce == CWM_RED_SUM ? "+" : b->reduce == CWM_RED_MAX ? "max" : "min", val.s);

@@ -161,6 +161,7 @@ void lower_emit_store_target(ctx_t *c, int p, cwm_buf *o);
 const char *lower_init_value(ctx_t *c, cwm_reduce r);
 void lower_emit_init_stmt(ctx_t *c, int p, int depth);
 void lower_emit_update_stmt(ctx_t *c, int p, int depth);
+void lower_emit_update_stmt_with(ctx_t *c, int p, int depth, const cwm_expr *body);
 int lower_open_loop(ctx_t *c, int p, int pos, int depth, int in_init);
 void lower_close_loop(ctx_t *c, int depth, int par);
 
@@ -176,6 +177,12 @@ int lower_reduction_outside_is_trivial(const cwm_stage *st, int pos);
 int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarded);
 char *lower_tile_inside_cond(ctx_t *c, int p, const rtile_t *rt);
 int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded);
+
+/* ---- partition.c: a select's innermost loop split where its condition holds ---- */
+
+/* At the innermost position pos of stage p: emits the three loops and returns 1, or 0 (nothing
+ * emitted) when the stage is not a select or its condition is not linear in the loop. */
+int lower_try_partition(ctx_t *c, int p, int pos, int depth);
 
 /* ---- stores.c: the stores collected in collect mode (analysis.c reads them) ---- */
 

@@ -131,6 +131,13 @@ void lower_emit_stage(ctx_t *c, int p, int depth) {
       }
       return;
     }
+    if (lower_try_partition(c, p, pos, d)) {
+      for (int j = pos - 1; j >= 0; j--) {
+        emit_attached_frees(c, p, st->iters[j], d);
+        lower_close_loop(c, --d, par[j]);
+      }
+      return;
+    }
     par[pos] = lower_open_loop(c, p, pos, d++, 0);
     emit_attached(c, p, st->iters[pos], d);
   }

@@ -20,6 +20,9 @@ typedef struct {
   const cwm_workload *w;
   const cwm_op *op;
   ival var[2 * CWM_MAX_DIMS];
+  const cwm_expr *fact[8]; /* expressions a select's condition bounds (j * 2 + p >= 1) */
+  ival fact_iv[8];
+  int nfacts;
   cwm_err *err;
   int failed;
 } bctx;
@@ -35,7 +38,19 @@ static ival mul(ival a, ival b) {
 
 /* The interval of an integer expression; *ok = 0 when it cannot be bounded (a tensor read inside an
  * index, a division by a range that holds 0). */
+static ival eval_plain(const bctx *c, const cwm_expr *e, int *ok);
+
 static ival eval(const bctx *c, const cwm_expr *e, int *ok) {
+  ival r = eval_plain(c, e, ok);
+  for (int i = 0; i < c->nfacts; i++)
+    if (cwm_expr_equal(e, c->fact[i])) {
+      if (c->fact_iv[i].lo > r.lo) r.lo = c->fact_iv[i].lo;
+      if (c->fact_iv[i].hi < r.hi) r.hi = c->fact_iv[i].hi;
+    }
+  return r;
+}
+
+static ival eval_plain(const bctx *c, const cwm_expr *e, int *ok) {
   switch (e->kind) {
   case CWM_X_CONST: return iv(e->value, e->value);
   case CWM_X_VAR:
@@ -82,7 +97,9 @@ static void print_expr(const bctx *c, const cwm_expr *e, char *out, size_t n) {
   cwm_buf_free(&b);
 }
 
-/* A condition's conjuncts "var OP const" (either side) narrow var in c. */
+/* A condition's conjuncts "var OP const" (either side) narrow var in c; "expr OP const" with any other
+ * integer expression becomes a fact: that expression, wherever it recurs inside the then branch
+ * (as in I[j * 2 + p - 1] under j * 2 + p >= 1), has the narrowed interval. */
 static void narrow(bctx *c, const cwm_expr *cond) {
   if (cond->kind == CWM_X_AND) {
     for (int i = 0; i < cond->nargs; i++) narrow(c, cond->args[i]);
@@ -91,21 +108,32 @@ static void narrow(bctx *c, const cwm_expr *cond) {
   if (cond->kind != CWM_X_CMP || cond->nargs != 2) return;
   const cwm_expr *l = cond->args[0], *r = cond->args[1];
   int op = cond->op, ok = 1;
-  if (l->kind != CWM_X_VAR) { /* const OP var: mirror it */
+  ival k = eval(c, r, &ok);
+  if (!ok || k.lo != k.hi) { /* const OP subject: mirror it */
     const cwm_expr *t = l;
     l = r, r = t;
     op = op == '<' ? '>' : op == '>' ? '<' : op == 'l' ? 'g' : op == 'g' ? 'l' : op;
+    ok = 1;
+    k = eval(c, r, &ok);
+    if (!ok || k.lo != k.hi) return;
   }
-  if (l->kind != CWM_X_VAR || l->var < 0 || l->var >= 2 * CWM_MAX_DIMS) return;
-  ival k = eval(c, r, &ok);
-  if (!ok || k.lo != k.hi) return;
-  ival *v = &c->var[l->var];
+  ival *v, fv;
+  if (l->kind == CWM_X_VAR) {
+    if (l->var < 0 || l->var >= 2 * CWM_MAX_DIMS) return;
+    v = &c->var[l->var];
+  } else {
+    int lok = 1;
+    fv = eval(c, l, &lok);
+    if (!lok || c->nfacts >= 8) return;
+    v = &fv;
+  }
   double x = k.lo;
   if (op == '<' && x - 1 < v->hi) v->hi = x - 1;
   else if (op == 'l' && x < v->hi) v->hi = x;
   else if (op == '>' && x + 1 > v->lo) v->lo = x + 1;
   else if (op == 'g' && x > v->lo) v->lo = x;
   else if (op == '=') v->lo = x > v->lo ? x : v->lo, v->hi = x < v->hi ? x : v->hi;
+  if (v == &fv) c->fact[c->nfacts] = l, c->fact_iv[c->nfacts++] = fv;
 }
 
 static void check(bctx *c, const cwm_expr *e) {
