@@ -4,7 +4,7 @@
 # TinyLlama; none in the world model's training workloads or in the suite).
 #
 # usage: bench/heldout.sh [--cwm PATH] [--anchors PATH] [--trials N] [--threads T] [--repeats R]
-#                         [--model M] [--ids a,b,...] [--suite FILE] [--out DIR]
+#                         [--model M] [--ids a,b,...] [--suite FILE] [--out DIR] [--before PATH] [--readme FILE]
 # For each row it tunes N trials (default 64) with the model (default world) and T threads
 # (default 1), logging to DIR/ID.jsonl (a rerun resumes: raise --trials to go on), and exports the
 # best schedule. Then, R times (default 3), row after row, it times oneDNN's kernel (anchors_main,
@@ -12,7 +12,11 @@
 # >= 50 ms), interleaved so that the machine's drift falls on both. It prints and writes
 # (DIR/heldout.tsv, DIR/heldout.md) the medians, cwm's speed as a fraction of oneDNN's
 # (oneDNN_us / cwm_us: above 1 is faster than oneDNN), the geometric mean and the lowest row, and
-# the same per kind of layer. Keep the machine quiet while it runs: nothing else timed or built.
+# the same per kind of layer. --before PATH: a second cwm (built from an older commit) tunes and is
+# re-timed the same way, interleaved, its logs under DIR/before: the tables gain its figures, the
+# code generator's before and after in one run. --readme FILE: the Markdown tables replace what
+# FILE holds between the lines <!-- heldout:begin --> and <!-- heldout:end -->.
+# Keep the machine quiet while it runs: nothing else timed or built.
 set -eu
 CWM=build/cwm
 ANCHORS=build/anchors_main
@@ -23,6 +27,8 @@ MODEL=world
 IDS=""
 SUITE=data/heldout_realnet.tsv
 OUT=bench-out/heldout
+BEFORE=""
+README=""
 usage() { sed -n '5,6p' "$0" | sed 's/^# //'; }
 while [ $# -gt 0 ]; do
   opt=$1
@@ -36,7 +42,7 @@ while [ $# -gt 0 ]; do
   case $opt in
     --cwm) CWM=$val ;; --anchors) ANCHORS=$val ;; --trials) TRIALS=$val ;; --threads) THREADS=$val ;;
     --repeats) REPEATS=$val ;; --model) MODEL=$val ;; --ids) IDS=$val ;; --suite) SUITE=$val ;;
-    --out) OUT=$val ;;
+    --out) OUT=$val ;; --before) BEFORE=$val ;; --readme) README=$val ;;
     *) echo "heldout.sh: unknown option '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
   esac
 done
@@ -46,6 +52,9 @@ done
 [ -x "$CWM" ] || { echo "heldout.sh: no cwm at $CWM (--cwm)" >&2; exit 2; }
 [ -x "$ANCHORS" ] || { echo "heldout.sh: no anchors_main at $ANCHORS (--anchors; built with libdnnl-dev)" >&2; exit 2; }
 [ -r "$SUITE" ] || { echo "heldout.sh: cannot read $SUITE" >&2; exit 2; }
+[ -z "$BEFORE" ] || [ -x "$BEFORE" ] || { echo "heldout.sh: no cwm at $BEFORE (--before)" >&2; exit 2; }
+[ -z "$README" ] || grep -q '^<!-- heldout:begin -->$' "$README" ||
+  { echo "heldout.sh: $README has no line <!-- heldout:begin --> (--readme)" >&2; exit 2; }
 mkdir -p "$OUT"
 export CWM_SUITE="$SUITE"
 TAB=$(printf '\t')
@@ -68,19 +77,26 @@ kind() { # op params
     else k = $1;
     print k }'
 }
+# aligned columns where column(1) is installed (bsdextrautils), tab-separated otherwise
+table() { if command -v column > /dev/null 2>&1; then column -t -s "$TAB"; else cat; fi; }
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 n=$(rows | wc -l)
 printf "heldout: %d layers, %s, %s trials each, %s thread(s), model %s, %s interleaved repeats\n" "$n" \
   "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
+tune() { # cwm dir id n
+  "$1" tune --workload "$3" --model "$MODEL" --trials "$TRIALS" --threads "$THREADS" --log "$2/$3.jsonl" \
+    --export "$2/$3" --name k --summary "$2/$3.json" --quiet > "$2/$3.out" 2> "$2/$3.err" ||
+    { tail -3 "$2/$3.err"; echo "heldout: tuning $3 with $1 failed" >&2; exit 1; }
+  sed -n 's/^ \* Schedule (Ansor-style steps): //p' "$2/$3/k.h" > "$2/$3/steps.txt"
+  : > "$2/$3/cwm.txt"
+}
+[ -z "$BEFORE" ] || mkdir -p "$OUT/before"
 i=0
 rows | while IFS="$TAB" read -r id op params; do
   i=$((i + 1))
   printf "heldout: tuning %s (%d/%d)\n" "$id" "$i" "$n"
-  "$CWM" tune --workload "$id" --model "$MODEL" --trials "$TRIALS" --threads "$THREADS" --log "$OUT/$id.jsonl" \
-    --export "$OUT/$id" --name k --summary "$OUT/$id.json" --quiet > "$OUT/$id.out" 2> "$OUT/$id.err" ||
-    { tail -3 "$OUT/$id.err"; echo "heldout: tuning $id failed" >&2; exit 1; }
-  sed -n 's/^ \* Schedule (Ansor-style steps): //p' "$OUT/$id/k.h" > "$OUT/$id/steps.txt"
-  : > "$OUT/$id/cwm.txt"
+  tune "$CWM" "$OUT" "$id"
+  [ -z "$BEFORE" ] || tune "$BEFORE" "$OUT/before" "$id"
   : > "$OUT/$id/onednn.txt"
 done
 r=0
@@ -92,39 +108,58 @@ while [ $r -lt "$REPEATS" ]; do
       awk -v id="$id" '$1 == id {print $3}' >> "$OUT/$id/onednn.txt"
     "$CWM" measure --workload "$id" --steps "$OUT/$id/steps.txt" --threads "$THREADS" 2> /dev/null |
       awk -F'\t' 'NR == 1 {print $2 + 0}' >> "$OUT/$id/cwm.txt"
+    [ -z "$BEFORE" ] || "$BEFORE" measure --workload "$id" --steps "$OUT/before/$id/steps.txt" --threads "$THREADS" \
+      2> /dev/null | awk -F'\t' 'NR == 1 {print $2 + 0}' >> "$OUT/before/$id/cwm.txt"
   done
 done
 {
-  printf "id\top\tkind\ttune_best_us\tcwm_us\toneDNN_us\tvs_oneDNN\n"
+  printf "id\top\tkind\ttune_best_us\tcwm_us\toneDNN_us\tvs_oneDNN\tbefore_us\tbefore_vs_oneDNN\n"
   rows | while IFS="$TAB" read -r id op params; do
     best=$(sed -n 's/.*"best_us":\([0-9.e+-]*\).*/\1/p' "$OUT/$id.json")
     cu=$(median < "$OUT/$id/cwm.txt")
     du=$(median < "$OUT/$id/onednn.txt")
     [ -n "$cu" ] && [ -n "$du" ] || { echo "heldout: no timing for $id" >&2; exit 1; }
-    printf "%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.3f\n" "$id" "$op" "$(kind "$op" "$params")" "$best" "$cu" "$du" \
-      "$(echo "$du $cu" | awk '{print $1 / $2}')"
+    bu=-
+    bv=-
+    if [ -n "$BEFORE" ]; then
+      bu=$(median < "$OUT/before/$id/cwm.txt")
+      [ -n "$bu" ] || { echo "heldout: no timing for $id with $BEFORE" >&2; exit 1; }
+      bv=$(echo "$du $bu" | awk '{printf "%.3f", $1 / $2}')
+    fi
+    printf "%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.3f\t%s\t%s\n" "$id" "$op" "$(kind "$op" "$params")" "$best" "$cu" "$du" \
+      "$(echo "$du $cu" | awk '{print $1 / $2}')" "$bu" "$bv"
   done
 } > "$OUT/heldout.tsv"
-# the summary: all rows, then each kind (geometric mean, lowest row)
+# the summary: all rows, then each kind (geometric mean, lowest row; the same before, or -)
 summary() {
-  awk -F'\t' 'NR > 1 {
-      all_l += log($7); all_n++; if (!all_n_min || $7 < all_min) { all_min = $7; all_id = $1; all_n_min = 1 }
-      l[$3] += log($7); c[$3]++; if (!($3 in mn) || $7 < mn[$3]) { mn[$3] = $7; mid[$3] = $1 }
-    } END {
-      printf "all layers\t%d\t%.3f\t%.3f (%s)\n", all_n, exp(all_l / all_n), all_min, all_id
-      for (k in c) printf "%s\t%d\t%.3f\t%.3f (%s)\n", k, c[k], exp(l[k] / c[k]), mn[k], mid[k]
-    }' "$OUT/heldout.tsv"
+  awk -F'\t' 'function add(k) { l[k] += log($7); c[k]++; if (!(k in mn) || $7 < mn[k]) { mn[k] = $7; mid[k] = $1 }
+                                if ($9 != "-") { bl[k] += log($9); bc[k]++ } }
+    NR > 1 { add("all layers"); add($3) }
+    END {
+      for (k in c) printf "%s\t%d\t%s\t%.3f\t%.3f (%s)\n", k, c[k], bc[k] ? sprintf("%.3f", exp(bl[k] / bc[k])) : "-",
+                          exp(l[k] / c[k]), mn[k], mid[k]
+    }' "$OUT/heldout.tsv" > "$OUT/summary.tsv"
+  grep "^all layers$TAB" "$OUT/summary.tsv"
+  grep -v "^all layers$TAB" "$OUT/summary.tsv" | sort
 }
 {
-  printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s\` on %s: medians of %s\n" \
-    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$REPEATS"
-  printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster).\n\n"
-  printf "| kind of layer | layers | geomean vs oneDNN | lowest (layer) |\n|---|---:|---:|---|\n"
-  summary | awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}'
-  printf "\n| layer | op | kind | cwm us | oneDNN us | vs oneDNN |\n|---|---|---|---:|---:|---:|\n"
-  awk -F'\t' 'NR > 1 {printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $5, $6, $7}' "$OUT/heldout.tsv"
+  printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s%s\` on %s: medians of %s\n" \
+    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "${BEFORE:+ --before OLD_CWM}" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$REPEATS"
+  printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster)%s.\n\n" \
+    "${BEFORE:+; before: the same for the code generator of the older build, tuned and timed in the same run}"
+  printf "| kind of layer | layers | before | vs oneDNN (geomean) | lowest (layer) |\n|---|---:|---:|---:|---|\n"
+  summary | awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}'
+  printf "\n| layer | kind | cwm us | oneDNN us | vs oneDNN | before |\n|---|---|---:|---:|---:|---:|\n"
+  awk -F'\t' 'NR > 1 {printf "| %s | %s | %s | %s | %s | %s |\n", $1, $3, $5, $6, $7, $9}' "$OUT/heldout.tsv"
 } > "$OUT/heldout.md"
-column -t -s "$TAB" "$OUT/heldout.tsv"
+table < "$OUT/heldout.tsv"
 echo
-summary | column -t -s "$TAB"
+summary | table
+if [ -n "$README" ]; then
+  awk -v md="$OUT/heldout.md" '
+    $0 == "<!-- heldout:begin -->" { print; while ((getline l < md) > 0) print l; skip = 1; next }
+    $0 == "<!-- heldout:end -->" { skip = 0 }
+    !skip { print }' "$README" > "$README.tmp.$$" && mv "$README.tmp.$$" "$README"
+  echo "heldout: rewrote the table in $README"
+fi
 echo "heldout: wrote $OUT/heldout.tsv and $OUT/heldout.md"
