@@ -83,12 +83,16 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] :
 n=$(rows | wc -l)
 printf "heldout: %d layers, %s, %s trials each, %s thread(s), model %s, %s interleaved repeats\n" "$n" \
   "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
-tune() { # cwm dir id n
+tune() { # cwm dir id
   "$1" tune --workload "$3" --model "$MODEL" --trials "$TRIALS" --threads "$THREADS" --log "$2/$3.jsonl" \
     --export "$2/$3" --name k --summary "$2/$3.json" --quiet > "$2/$3.out" 2> "$2/$3.err" ||
     { tail -3 "$2/$3.err"; echo "heldout: tuning $3 with $1 failed" >&2; exit 1; }
   sed -n 's/^ \* Schedule (Ansor-style steps): //p' "$2/$3/k.h" > "$2/$3/steps.txt"
   : > "$2/$3/cwm.txt"
+}
+measure() { # cwm dir id: one re-timing of the exported schedule, appended to dir/id/cwm.txt
+  "$1" measure --workload "$3" --steps "$2/$3/steps.txt" --threads "$THREADS" 2> /dev/null |
+    awk -F'\t' 'NR == 1 {print $2 + 0}' >> "$2/$3/cwm.txt"
 }
 [ -z "$BEFORE" ] || mkdir -p "$OUT/before"
 i=0
@@ -106,10 +110,8 @@ while [ $r -lt "$REPEATS" ]; do
   rows | while IFS="$TAB" read -r id op params; do
     "$ANCHORS" --suite "$SUITE" --id "$id" --threads "$THREADS" --no-torch |
       awk -v id="$id" '$1 == id {print $3}' >> "$OUT/$id/onednn.txt"
-    "$CWM" measure --workload "$id" --steps "$OUT/$id/steps.txt" --threads "$THREADS" 2> /dev/null |
-      awk -F'\t' 'NR == 1 {print $2 + 0}' >> "$OUT/$id/cwm.txt"
-    [ -z "$BEFORE" ] || "$BEFORE" measure --workload "$id" --steps "$OUT/before/$id/steps.txt" --threads "$THREADS" \
-      2> /dev/null | awk -F'\t' 'NR == 1 {print $2 + 0}' >> "$OUT/before/$id/cwm.txt"
+    measure "$CWM" "$OUT" "$id"
+    [ -z "$BEFORE" ] || measure "$BEFORE" "$OUT/before" "$id"
   done
 done
 {
@@ -130,31 +132,27 @@ done
       "$(echo "$du $cu" | awk '{print $1 / $2}')" "$bu" "$bv"
   done
 } > "$OUT/heldout.tsv"
-# the summary: all rows, then each kind (geometric mean, lowest row; the same before, or -)
-summary() {
-  awk -F'\t' 'function add(k) { l[k] += log($7); c[k]++; if (!(k in mn) || $7 < mn[k]) { mn[k] = $7; mid[k] = $1 }
-                                if ($9 != "-") { bl[k] += log($9); bc[k]++ } }
-    NR > 1 { add("all layers"); add($3) }
-    END {
-      for (k in c) printf "%s\t%d\t%s\t%.3f\t%.3f (%s)\n", k, c[k], bc[k] ? sprintf("%.3f", exp(bl[k] / bc[k])) : "-",
-                          exp(l[k] / c[k]), mn[k], mid[k]
-    }' "$OUT/heldout.tsv" > "$OUT/summary.tsv"
-  grep "^all layers$TAB" "$OUT/summary.tsv"
-  grep -v "^all layers$TAB" "$OUT/summary.tsv" | sort
-}
+# the summary: all rows, then each kind by name (geometric mean, lowest row; the same before, or -)
+awk -F'\t' 'function add(k) { l[k] += log($7); c[k]++; if (!(k in mn) || $7 < mn[k]) { mn[k] = $7; mid[k] = $1 }
+                              if ($9 != "-") { bl[k] += log($9); bc[k]++ } }
+  NR > 1 { add("all layers"); add($3) }
+  END {
+    for (k in c) printf "%d\t%s\t%d\t%s\t%.3f\t%.3f (%s)\n", k != "all layers", k, c[k],
+                        bc[k] ? sprintf("%.3f", exp(bl[k] / bc[k])) : "-", exp(l[k] / c[k]), mn[k], mid[k]
+  }' "$OUT/heldout.tsv" | sort | cut -f 2- > "$OUT/summary.tsv"
 {
   printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s%s\` on %s: medians of %s\n" \
     "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "${BEFORE:+ --before OLD_CWM}" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$REPEATS"
   printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster)%s.\n\n" \
     "${BEFORE:+; before: the same for the code generator of the older build, tuned and timed in the same run}"
   printf "| kind of layer | layers | before | vs oneDNN (geomean) | lowest (layer) |\n|---|---:|---:|---:|---|\n"
-  summary | awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}'
+  awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}' "$OUT/summary.tsv"
   printf "\n| layer | kind | cwm us | oneDNN us | vs oneDNN | before |\n|---|---|---:|---:|---:|---:|\n"
   awk -F'\t' 'NR > 1 {printf "| %s | %s | %s | %s | %s | %s |\n", $1, $3, $5, $6, $7, $9}' "$OUT/heldout.tsv"
 } > "$OUT/heldout.md"
 table < "$OUT/heldout.tsv"
 echo
-summary | table
+table < "$OUT/summary.tsv"
 if [ -n "$README" ]; then
   awk -v md="$OUT/heldout.md" '
     $0 == "<!-- heldout:begin -->" { print; while ((getline l < md) > 0) print l; skip = 1; next }

@@ -215,7 +215,8 @@ static void partitioned_selects(int count) {
     CHECKF(cwm_codegen(s, NULL, &k, &e) == 0, "%s", e.msg);
     int n = 0;
     for (const char *q = strstr(k.body, "condition holds"); q; q = strstr(q + 1, "condition holds")) n++;
-    /* P's j (19), Q's j (20); R's condition is not linear in a loop but holds nothing of j: also split */
+    /* P's j (19), Q's j (20) and R's j (40), whose condition (c >= 1) does not hold j: the whole
+     * row takes one branch */
     CHECKF(n == 3, "%d partitioned loops, not 3:\n%s", n, k.body);
     cwm_kernel_free(&k);
     cwm_record rec;

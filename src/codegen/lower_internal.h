@@ -177,6 +177,8 @@ int lower_reduction_outside_is_trivial(const cwm_stage *st, int pos);
 int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarded);
 char *lower_tile_inside_cond(ctx_t *c, int p, const rtile_t *rt);
 int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded);
+/* Whether some stage is attached in stage p at one of its loop positions from..to. */
+int lower_attached_in_loops(const ctx_t *c, int p, int from, int to);
 
 /* ---- partition.c: a select's innermost loop split where its condition holds ---- */
 

@@ -55,13 +55,6 @@ static int collect(ctx_t *c, const cwm_expr *cond, const lin_t *env, int p, int 
   return 1;
 }
 
-static int attached_at(ctx_t *c, int p, int node) {
-  for (int q = 0; q < c->s->nstages; q++)
-    if (c->s->stages[q].loc == CWM_LOC_ITER && c->s->stages[q].attach_stage == p && c->s->stages[q].attach_node == node)
-      return 1;
-  return 0;
-}
-
 int lower_try_partition(ctx_t *c, int p, int pos, int depth) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
@@ -72,7 +65,7 @@ int lower_try_partition(ctx_t *c, int p, int pos, int depth) {
   const cwm_node *n = &st->nodes[node];
   /* a short loop gains nothing: its middle part holds less than two vectors, and computing the
    * range costs more than testing a few elements (measured: a 5-wide loop 1.4x slower) */
-  if (n->extent < 16 || n->ann == CWM_ANN_PARALLEL || attached_at(c, p, node)) return 0;
+  if (n->extent < 16 || n->ann == CWM_ANN_PARALLEL || lower_attached_in_loops(c, p, pos, pos)) return 0;
   lin_t env[CWM_MAX_DIMS * 2];
   for (int r = 0; r < b->ndim + b->nred; r++) {
     env[r] = lower_root_lin(c, p, r);

@@ -124,14 +124,8 @@ void lower_emit_stage(ctx_t *c, int p, int depth) {
       }
       free(cond);
     }
+    if (!done) done = lower_try_partition(c, p, pos, d);
     if (done) {
-      for (int j = pos - 1; j >= 0; j--) {
-        emit_attached_frees(c, p, st->iters[j], d);
-        lower_close_loop(c, --d, par[j]);
-      }
-      return;
-    }
-    if (lower_try_partition(c, p, pos, d)) {
       for (int j = pos - 1; j >= 0; j--) {
         emit_attached_frees(c, p, st->iters[j], d);
         lower_close_loop(c, --d, par[j]);

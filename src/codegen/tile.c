@@ -106,7 +106,7 @@ int lower_reduction_outside_is_trivial(const cwm_stage *st, int pos) {
 }
 
 /* Whether some stage is attached in stage p at one of its loop positions from..to. */
-static int attached_in_loops(const ctx_t *c, int p, int from, int to) {
+int lower_attached_in_loops(const ctx_t *c, int p, int from, int to) {
   const cwm_stage *st = &c->L[p].st;
   for (int j = from < 0 ? 0 : from; j <= to && j < st->niters; j++)
     for (int q = 0; q < c->s->nstages; q++)
@@ -148,7 +148,7 @@ static int guards_fit_tile(ctx_t *c, int p, int pos, int first) {
     }
   }
   /* the slow path (emit_stage_rest) would emit stages attached inside the tile; the tile does not */
-  return !attached_in_loops(c, p, pos, st->niters - 1);
+  return !lower_attached_in_loops(c, p, pos, st->niters - 1);
 }
 
 /* Whether a register tile applies at pos (its checks, and a probe of the body for the first tile
@@ -189,7 +189,7 @@ int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarde
       if (st->nodes[st->iters[j]].ann != CWM_ANN_UNROLL) explicit_unroll = 0;
     if (!explicit_unroll && !(st->auto_unroll > 0 && tile <= st->auto_unroll)) return 0;
   }
-  if (attached_in_loops(c, p, first - 1, last)) return 0;
+  if (lower_attached_in_loops(c, p, first - 1, last)) return 0;
   /* the store target's stride along the vector leaf */
   long sst = 1;
   lin_t tidx[CWM_MAX_DIMS];

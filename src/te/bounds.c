@@ -11,6 +11,7 @@
 #include <string.h>
 
 #define BIG 2147483647.0 /* an index's arithmetic is int in the generated C */
+#define MAX_FACTS 8      /* conditions on expressions kept per select branch; more are ignored */
 
 typedef struct {
   double lo, hi;
@@ -20,8 +21,8 @@ typedef struct {
   const cwm_workload *w;
   const cwm_op *op;
   ival var[2 * CWM_MAX_DIMS];
-  const cwm_expr *fact[8]; /* expressions a select's condition bounds (j * 2 + p >= 1) */
-  ival fact_iv[8];
+  const cwm_expr *fact[MAX_FACTS]; /* expressions a select's condition bounds (j * 2 + p >= 1) */
+  ival fact_iv[MAX_FACTS];
   int nfacts;
   cwm_err *err;
   int failed;
@@ -124,7 +125,7 @@ static void narrow(bctx *c, const cwm_expr *cond) {
   } else {
     int lok = 1;
     fv = eval(c, l, &lok);
-    if (!lok || c->nfacts >= 8) return;
+    if (!lok || c->nfacts >= MAX_FACTS) return;
     v = &fv;
   }
   double x = k.lo;
