@@ -249,9 +249,9 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
   for (int i = 0; i < n; i++) st[i] = s[i]->steps, ns[i] = s[i]->nsteps;
   float *roll = calloc((size_t)n * nf, sizeof(float)), *rows = calloc((size_t)n * nf, sizeof(float)),
         *mine = calloc((size_t)n * nf, sizeof(float));
-  CHECK(cwm_world_record_rows(w, d, st, ns, n, 0, roll, &e) == 0);
-  int modes[3] = {CWM_MODE_NO_TRANSITION, CWM_MODE_STATIC, CWM_MODE_VALUE};
-  for (int k = 0; k < 3; k++) {
+  CHECK(cwm_world_record_rows(w, d, st, ns, NULL, n, 0, roll, &e) == 0);
+  int modes[4] = {CWM_MODE_NO_TRANSITION, CWM_MODE_STATIC, CWM_MODE_VALUE, CWM_MODE_PAPER};
+  for (int k = 0; k < 4; k++) {
     char path[160];
     snprintf(path, sizeof path, "%s/ablation%d.cwm", dir, k);
     cwm_world_set_mode(w, modes[k]);
@@ -263,8 +263,8 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
     if (!a) continue;
     CHECKF(cwm_world_mode(a) == modes[k], "mode %d read back as %d", modes[k], cwm_world_mode(a));
     /* mode 0 means the model's own mode: the same rows as asking for that mode */
-    CHECK(cwm_world_record_rows(a, d, st, ns, n, 0, mine, &e) == 0);
-    CHECK(cwm_world_record_rows(a, d, st, ns, n, modes[k], rows, &e) == 0);
+    CHECK(cwm_world_record_rows(a, d, st, ns, NULL, n, 0, mine, &e) == 0);
+    CHECK(cwm_world_record_rows(a, d, st, ns, NULL, n, modes[k], rows, &e) == 0);
     CHECK(memcmp(mine, rows, sizeof(float) * (size_t)n * nf) == 0);
     CHECK(memcmp(mine, roll, sizeof(float) * (size_t)nf) != 0);
     if (modes[k] == CWM_MODE_VALUE) {
@@ -304,11 +304,129 @@ static void ablation_modes(cwm_world *w, cwm_train_opts *to, const char *spec) {
   cwm_world_set_mode(w, CWM_MODE_ROLLOUT);
   CHECK(cwm_world_mode_parse("static") == CWM_MODE_STATIC && cwm_world_mode_parse("bogus") < 0);
   CHECK(cwm_world_mode_parse("value") == CWM_MODE_VALUE && !strcmp(cwm_world_mode_name(CWM_MODE_VALUE), "value"));
+  CHECK(cwm_world_mode_parse("paper") == CWM_MODE_PAPER && !strcmp(cwm_world_mode_name(CWM_MODE_PAPER), "paper"));
+  for (int m = CWM_MODE_ROLLOUT; m <= CWM_MODE_PAPER; m++) CHECK(cwm_world_mode_parse(cwm_world_mode_name(m)) == m);
   free(roll);
   free(rows);
   free(mine);
   free(st);
   free(ns);
+  for (int i = 0; i < n; i++) cwm_state_free(s[i]);
+  free(s);
+  cwm_dag_free(d);
+}
+
+/* The (state) columns of ranker.h: computed from the final program. */
+static const int STATE_COLS[] = {CWM_ACT_PAR_EXTENT, CWM_ACT_PAR_EFF,   CWM_ACT_VEC_LEN,    CWM_ACT_VEC_EFF,
+                                 CWM_ACT_STAGES,     CWM_ACT_REDUNDANCY, CWM_ACT_SCALAR_RED, CWM_ACT_TILE_ACC,
+                                 CWM_ACT_TILE_REUSE, CWM_ACT_RED_INNER};
+#define NSTATE_COLS ((int)(sizeof STATE_COLS / sizeof STATE_COLS[0]))
+
+/* The paper mode's row: the predicted z_T, the value (with paper_margin), the step-list features
+ * and the hardware; nothing of the final program, so the same row with or without it. */
+static void paper_rows(cwm_world *w, const char *spec) {
+  cwm_err e = {0};
+  int n = 0, D = cwm_world_width(w), nf = cwm_world_nfeat(w);
+  cwm_dag *d = NULL;
+  cwm_state **s = sample_states(spec, 6, &n, &d);
+  CHECK(n >= 2);
+  if (n < 2) return;
+  cwm_state *s0 = cwm_state_init(d);
+  char *text = cwm_state_print(s0);
+  const char *t1[1] = {text};
+  float *z0 = calloc((size_t)D, sizeof(float)), *zT = calloc((size_t)D, sizeof(float));
+  float *zU = calloc((size_t)D, sizeof(float));
+  float *a = calloc((size_t)nf, sizeof(float)), *b = calloc((size_t)nf, sizeof(float));
+  CHECKF(cwm_world_encode(w, t1, 1, z0, &e) == 0, "%s", e.msg);
+  cwm_world_rollout(w, z0, s[0]->steps, s[0]->nsteps, zT, NULL);
+  cwm_world_rollout(w, z0, s[1]->steps, s[1]->nsteps, zU, NULL);
+  const cwm_hwinfo hw = {.cores = 2, .vector_floats = 8, .l1_kib = 48, .l2_kib = 2048, .l3_kib = 32768};
+  cwm_world_row(w, z0, zT, CWM_MODE_PAPER, s[0]->steps, s[0]->nsteps, s[0], &hw, a);
+  cwm_world_row(w, z0, zT, CWM_MODE_PAPER, s[0]->steps, s[0]->nsteps, NULL, &hw, b);
+  CHECK(memcmp(a, b, sizeof(float) * (size_t)nf) == 0);
+  CHECK(memcmp(a, zT, sizeof(float) * (size_t)D) == 0);
+  CHECK(isfinite(a[D])); /* paper_margin: the value head's score */
+  const float *act = a + D + 1;
+  for (int k = 0; k < NSTATE_COLS; k++) CHECKF(isnan(act[STATE_COLS[k]]), "paper row: (state) column %d", STATE_COLS[k]);
+  int nonzero = 0;
+  for (int k = 0; k < CWM_ACT_NFEAT; k++) {
+    int state = 0;
+    for (int j = 0; j < NSTATE_COLS; j++) state |= STATE_COLS[j] == k;
+    if (!state) CHECKF(isfinite(act[k]), "paper row: column %d", k);
+    nonzero += k < CWM_ACT_LEN && act[k] > 0;
+  }
+  CHECK(nonzero > 0 && act[CWM_ACT_LEN] == (float)s[0]->nsteps);
+  CHECK(act[CWM_ACT_CORES] == 2 && act[CWM_ACT_VEC_WIDTH] == 8 && act[CWM_ACT_L2] == 2048);
+  /* the rollout mode reads the final program: there the two rows differ */
+  cwm_world_row(w, z0, zT, CWM_MODE_ROLLOUT, s[0]->steps, s[0]->nsteps, s[0], &hw, b);
+  CHECK(isfinite(b[D + 1 + CWM_ACT_STAGES]));
+  /* another z_T, the same steps: only the latent columns (and the value) change */
+  cwm_world_row(w, z0, zU, CWM_MODE_PAPER, s[0]->steps, s[0]->nsteps, NULL, &hw, b);
+  CHECK(memcmp(a, b, sizeof(float) * (size_t)D) != 0);
+  CHECK(memcmp(a + D + 1, b + D + 1, sizeof(float) * CWM_ACT_NFEAT) == 0);
+  /* without the margin the value column is missing */
+  cwm_world_set_paper_margin(w, 0);
+  cwm_world_row(w, z0, zT, CWM_MODE_PAPER, s[0]->steps, s[0]->nsteps, NULL, &hw, b);
+  CHECK(isnan(b[D]) && memcmp(a, b, sizeof(float) * (size_t)D) == 0);
+  cwm_world_set_paper_margin(w, 1);
+  free(z0);
+  free(zT);
+  free(zU);
+  free(a);
+  free(b);
+  free(text);
+  cwm_state_free(s0);
+  for (int i = 0; i < n; i++) cwm_state_free(s[i]);
+  free(s);
+  cwm_dag_free(d);
+}
+
+/* The hardware columns from the record's target: its threads as the cores, its vector width; a
+ * record without a target, and a model file from before version 6 (old), this machine's. */
+static void target_hardware(cwm_world *w, cwm_world *old, const char *log, const char *spec) {
+  static const char *T1 = "c -keys=cpu -mcpu=X -isa=avx2 -threads=1 -vec=32 -cc=gcc -cflags=-O3";
+  static const char *T2 = "c -keys=cpu -mcpu=X -isa=avx512 -threads=2 -vec=64 -cc=gcc -cflags=-O3";
+  const cwm_hwinfo *host = cwm_hwinfo_host();
+  cwm_hwinfo h1, h2, h0;
+  cwm_hwinfo_of_target(&h1, T1);
+  cwm_hwinfo_of_target(&h2, T2);
+  cwm_hwinfo_of_target(&h0, NULL);
+  CHECK(h1.cores == 1 && h1.vector_floats == 8 && h2.cores == 2 && h2.vector_floats == 16);
+  CHECK(h1.l2_kib == host->l2_kib && h0.cores == host->cores && h0.vector_floats == host->vector_floats);
+  cwm_hwinfo_of_target(&h0, "c -keys=cpu -mcpu=X -threads=3 -vec=16 -cc=gcc"); /* no -isa=: by -vec= */
+  CHECK(h0.cores == 3 && h0.vector_floats == 4);
+  /* the measured log's records carry their target into the trajectories the ranker trains on */
+  FILE *f = fopen(log, "r");
+  char line[1 << 16];
+  cwm_traj t = {0};
+  cwm_err e = {0};
+  CHECK(f && fgets(line, sizeof line, f) && cwm_traj_parse(line, &t, &e) == 0);
+  if (f) fclose(f);
+  CHECKF(t.target && strstr(t.target, "-threads=1"), "record target %s", t.target ? t.target : "(none)");
+  cwm_traj_free(&t);
+  /* rows: the same schedule measured with 1 and with 2 threads */
+  int n = 0, nf = cwm_world_nfeat(w);
+  cwm_dag *d = NULL;
+  cwm_state **s = sample_states(spec, 2, &n, &d);
+  CHECK(n >= 1);
+  if (n < 1) return;
+  const cwm_step *st[2] = {s[0]->steps, s[0]->steps};
+  int ns[2] = {s[0]->nsteps, s[0]->nsteps};
+  const char *tg[2] = {T1, T2};
+  float *r = calloc(2 * (size_t)nf, sizeof(float));
+  int c = nf - CWM_ACT_NFEAT + CWM_ACT_CORES, v = nf - CWM_ACT_NFEAT + CWM_ACT_VEC_WIDTH;
+  CHECKF(cwm_world_record_rows(w, d, st, ns, tg, 2, 0, r, &e) == 0, "%s", e.msg);
+  CHECKF(r[c] == 1 && r[nf + c] == 2 && r[v] == 8 && r[nf + v] == 16, "cores %g %g", r[c], r[nf + c]);
+  CHECK(cwm_world_record_rows(w, d, st, ns, NULL, 2, 0, r, &e) == 0);
+  CHECK(r[c] == host->cores && r[nf + c] == host->cores);
+  if (old) {
+    int onf = cwm_world_nfeat(old), oc = onf - CWM_ACT_NFEAT + CWM_ACT_CORES;
+    float *ro = calloc(2 * (size_t)onf, sizeof(float));
+    CHECKF(cwm_world_record_rows(old, d, st, ns, tg, 2, 0, ro, &e) == 0, "%s", e.msg);
+    CHECK(ro[oc] == host->cores && ro[onf + oc] == host->cores);
+    free(ro);
+  }
+  free(r);
   for (int i = 0; i < n; i++) cwm_state_free(s[i]);
   free(s);
   cwm_dag_free(d);
@@ -432,11 +550,11 @@ int main(void) {
   for (int i = 0; i < n; i++) st[i] = t[i].steps, ns[i] = t[i].nsteps;
   int nf = cwm_world_nfeat(w);
   float *r1 = calloc((size_t)n * nf, sizeof(float)), *r2 = calloc((size_t)n * nf, sizeof(float));
-  CHECK(cwm_world_record_rows(w, d, st, ns, n, 0, r1, &e) == 0);
+  CHECK(cwm_world_record_rows(w, d, st, ns, NULL, n, 0, r1, &e) == 0);
   cwm_world *w2 = cwm_world_load(model, &e);
   CHECKF(w2 != NULL, "%s", e.msg);
   if (w2) {
-    CHECK(cwm_world_record_rows(w2, d, st, ns, n, 0, r2, &e) == 0);
+    CHECK(cwm_world_record_rows(w2, d, st, ns, NULL, n, 0, r2, &e) == 0);
     CHECK(memcmp(r1, r2, sizeof(float) * (size_t)n * nf) == 0);
     double *p1 = calloc((size_t)n, sizeof(double)), *p2 = calloc((size_t)n, sizeof(double));
     CHECK(cwm_ranker_predict(cwm_world_ranker(w), r1, n, nf, p1, &e) == 0);
@@ -490,8 +608,8 @@ int main(void) {
   if (erc == 0) CHECK(strstr(rep.s, "| world |") && strstr(rep.s, "| ansor"));
   cwm_buf_free(&rep);
   ablation_modes(w, &to, SPECS[1]);
+  paper_rows(w, SPECS[2]);
   pretrained_ansor(log, vf, SPECS[1]);
-  cwm_world_free(w);
 
   /* --model world tunes a small workload */
   if (w2) tune_small(w2, "dense M=8 N=20 K=12 bias=1 act=relu", 24, 5, "the trained model");
@@ -501,6 +619,8 @@ int main(void) {
   CHECKF(dp != NULL, "no default model (models/default.cwm)");
   cwm_world *dw = dp ? cwm_world_load(dp, &e) : NULL;
   CHECKF(dw != NULL, "default model %s: %s", dp ? dp : "-", e.msg);
+  target_hardware(w, dw, log, SPECS[3]);
+  cwm_world_free(w);
   if (dw) {
     CHECK(cwm_world_ranker(dw) != NULL);
     tune_small(dw, "dense M=16 N=24 K=32 bias=1 act=gelu", 16, 3, "the default model");

@@ -71,6 +71,7 @@ typedef struct {
   int measured;         /* 1: from a log record */
   int error;            /* cwm_merr of the record */
   double cost;          /* median seconds, CWM_FAILED_COST on error */
+  char *target;         /* owned target string of the record (cwm_target_string); NULL if none */
 } cwm_traj;
 
 void cwm_traj_free(cwm_traj *t); /* frees the owned members and zeroes t */

@@ -100,6 +100,10 @@ const cwm_hwinfo *cwm_hwinfo_host(void);
  * instruction set narrower than the CPU's (--target); n <= 0 goes back to the CPU's. Call it before
  * any other thread reads the host. */
 void cwm_hwinfo_set_vector_floats(int n);
+/* The machine a record measured on `target` (a cwm_target_string; NULL or "": an older record
+ * without one) ran on: the host's, with the target's threads as the cores and its instruction
+ * set's vector width. Target strings carry no cache sizes: those stay the host's. */
+void cwm_hwinfo_of_target(cwm_hwinfo *hw, const char *target);
 
 /* The action/hardware feature row: CWM_ACT_NFEAT floats, in this order. Extents are loop
  * extents of the final state as its nodes record them. Computed from `final` (the state the

@@ -152,6 +152,7 @@ static cwm_costmodel *open_model(cwm_api_tuner *h, const cwm_api_options *o, cwm
   cwm_world_cm_opts wo;
   cwm_world_cm_opts_default(&wo);
   wo.handoff = o->world_handoff != 0;
+  wo.threads = o->threads;
   return cwm_costmodel_world(w, &wo, e);
 }
 

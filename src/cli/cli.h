@@ -116,13 +116,14 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help);
 int cli_tune_protocol(const cli_opt *o, int nopt, const char *cmd, const char *help, cwm_measure_opts *mo);
 int cmd_dataset(int, char **);
 int cmd_train(int argc, char **argv);
-/* The cost model of --model NAME (random, ansor with --pretrained, world with --model-file or the
- * default model); NULL with e filled on failure. */
 /* --model's value, else the default: "world" when --model-file is given or the default model file
  * (cwm_world_default_path) exists, else "ansor". */
 const char *cli_model_name(const char *given, const char *model_file);
+/* The cost model of --model NAME (random, ansor with --pretrained, world with --model-file or the
+ * default model; threads: those the search times with, which world's hardware columns read, 0
+ * when none); NULL with e filled on failure. */
 struct cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretrained, const char *model_file,
-                                    cwm_err *e);
+                                    int threads, cwm_err *e);
 int cmd_eval(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_compile(int argc, char **argv);

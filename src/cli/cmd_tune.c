@@ -186,7 +186,7 @@ int cmd_tune(int argc, char **argv) {
   cwm_costmodel *m = NULL;
   if (strcmp(model, "random") && strcmp(model, "ansor") && strcmp(model, "world"))
     return cli_usage("tune", TUNE_HELP, "unknown --model '%s' (random, ansor, world)", model);
-  m = cli_costmodel(model, to.seed, cli_get(o, NOPT(o), "--pretrained"), cli_get(o, NOPT(o), "--model-file"), &e);
+  m = cli_costmodel(model, to.seed, cli_get(o, NOPT(o), "--pretrained"), cli_get(o, NOPT(o), "--model-file"), mo.threads, &e);
   if (!m) return cli_fail(&e);
   if ((rc = cli_farm_measure(&mo, quiet))) return rc; /* under mpirun: the workers measure */
   cwm_task *t = cwm_task_new(w, &mo, &e);

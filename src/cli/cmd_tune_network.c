@@ -197,7 +197,7 @@ int cmd_tune_network(const cli_opt *o, int nopt, const char *help) {
     cwm_network_free(net);
     return cli_usage("tune", help, "unknown --model '%s' (random, ansor, world)", model);
   }
-  m = cli_costmodel(model, seed, cli_get(o, nopt, "--pretrained"), cli_get(o, nopt, "--model-file"), &e);
+  m = cli_costmodel(model, seed, cli_get(o, nopt, "--pretrained"), cli_get(o, nopt, "--model-file"), mo.threads, &e);
   if (!m) {
     cwm_network_free(net);
     return cli_fail(&e);

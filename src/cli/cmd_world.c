@@ -15,8 +15,8 @@ static const char *TRAIN_HELP =
     "                 [--model-file IN] [--epochs E] [--batch B] [--max-traj N] [--lr LR]\n"
     "                 [--width W] [--layers L] [--heads H] [--window T] [--valid-fraction F]\n"
     "                 [--rounds R] [--seed S] [--no-contrastive] [--targets-cache FILE]\n"
-    "                 [--value-gap G] [--weight-decay WD] [--mode rollout|value|no-transition|static]\n"
-    "                 [--quiet]\n"
+    "                 [--value-gap G] [--weight-decay WD]\n"
+    "                 [--mode rollout|value|paper|no-transition|static] [--paper-margin 0|1] [--quiet]\n"
     "Trains the compiler world model (DESIGN.md): `all` builds the vocabulary from the\n"
     "trajectories of --data (cwm dataset sample), trains the encoder contrastively on noise\n"
     "pairs, the TransH transition on rollouts with the encoder frozen, and, with --records\n"
@@ -35,8 +35,13 @@ static const char *TRAIN_HELP =
     "--mode (ranker, all) sets what the ranker sees and the search scores by: rollout (the\n"
     "world model, default: z_T - z_0, the value head's score, the action features), value (the\n"
     "world model through its value head only: z_0, the value head's score of the rollout, the\n"
-    "action features), no-transition (z_0 and the action features: ablation) or static (the\n"
-    "encoding of each candidate's printed final state: ablation, slow); kept in the file.\n"
+    "action features), paper (the design's ranker: the predicted z_T, the action features of the\n"
+    "step list alone and the hardware, nothing read from the final program; --paper-margin 0\n"
+    "leaves the value head's score out, 1 (default) boosts the trees from it), no-transition\n"
+    "(z_0 and the action features: ablation) or static (the encoding of each candidate's printed\n"
+    "final state: ablation, slow); kept in the file. A ranker trained by this cwm reads each\n"
+    "record's machine (its target's threads and vector width) in its hardware columns, and in a\n"
+    "search the search's.\n"
     "--targets-cache FILE keeps the transition's encoder targets in FILE.training and\n"
     "FILE.validation (reused only for the same encoder and trajectories).\n"
     "\n"
@@ -124,7 +129,8 @@ int cmd_train(int argc, char **argv) {
                  {"--layers", 1, NULL},     {"--heads", 1, NULL},   {"--window", 1, NULL},
                  {"--valid-fraction", 1, NULL}, {"--rounds", 1, NULL}, {"--seed", 1, NULL},
                  {"--no-contrastive", 0, NULL}, {"--quiet", 0, NULL}, {"--targets-cache", 1, NULL},
-                 {"--value-gap", 1, NULL},   {"--weight-decay", 1, NULL}, {"--mode", 1, NULL}};
+                 {"--value-gap", 1, NULL},   {"--weight-decay", 1, NULL}, {"--mode", 1, NULL},
+                 {"--paper-margin", 1, NULL}};
   int rc = cli_parse(argc - 1, argv + 1, o, NOPT(o), TRAIN_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   const char *out = cli_get(o, NOPT(o), "--out"), *data = cli_get(o, NOPT(o), "--data"),
@@ -158,8 +164,12 @@ int cmd_train(int argc, char **argv) {
     return cli_usage("train", TRAIN_HELP, "--epochs >= 1, --batch >= 2, 0 <= --valid-fraction < 1, --lr > 0, --rounds >= 1");
   const char *ms = cli_get(o, NOPT(o), "--mode");
   int mode = ms ? cwm_world_mode_parse(ms) : -1;
-  if (ms && mode < 0) return cli_usage("train", TRAIN_HELP, "--mode: rollout, value, no-transition or static, not '%s'", ms);
+  if (ms && mode < 0)
+    return cli_usage("train", TRAIN_HELP, "--mode: rollout, value, paper, no-transition or static, not '%s'", ms);
   if (ms && !ran) return cli_usage("train", TRAIN_HELP, "--mode applies to the ranker (train ranker or all)");
+  int pmargin = cli_get_int(o, NOPT(o), "--paper-margin", -1);
+  if (cli_get(o, NOPT(o), "--paper-margin") && (mode != CWM_MODE_PAPER || (pmargin != 0 && pmargin != 1)))
+    return cli_usage("train", TRAIN_HELP, "--paper-margin 0 or 1 goes with --mode paper");
   to.stop = &cli_stop;
   cli_say say = {"train", cli_get(o, NOPT(o), "--quiet") != NULL};
   to.progress = cli_progress;
@@ -203,9 +213,13 @@ int cmd_train(int argc, char **argv) {
   if (!rc && ran && !cli_stop) {
     double t = cwm_now();
     if (mode >= 0) cwm_world_set_mode(w, mode);
+    if (pmargin >= 0) cwm_world_set_paper_margin(w, pmargin);
     rc = cwm_world_train_ranker(w, &to, &e);
-    cwm_buf_printf(&notes, "ranker: %s (training workloads, valid fraction %.2f), %d trees, mode %s: %.0f s\n", records,
-                   to.valid_fraction, to.ranker_rounds, cwm_world_mode_name(cwm_world_mode(w)), cwm_now() - t);
+    int paper = cwm_world_mode(w) == CWM_MODE_PAPER;
+    cwm_buf_printf(&notes, "ranker: %s (training workloads, valid fraction %.2f), %d trees, mode %s%s: %.0f s\n",
+                   records, to.valid_fraction, to.ranker_rounds, cwm_world_mode_name(cwm_world_mode(w)),
+                   !paper ? "" : cwm_world_get_config(w)->paper_margin ? " (value as base margin)" : " (no value)",
+                   cwm_now() - t);
     if (!rc) {
       cwm_world_set_notes(w, notes.s);
       rc = cwm_world_save(w, out, &e);
@@ -231,7 +245,7 @@ static int eval_score(int argc, char **argv) {
     return cli_usage("eval", EVAL_HELP, "--train-count N needs --train LOG");
   cwm_err e = {0};
   cwm_costmodel *m = cli_costmodel(model ? model : "world", (uint64_t)cli_get_long(o, NOPT(o), "--seed", 1),
-                                   cli_get(o, NOPT(o), "--pretrained"), cli_get(o, NOPT(o), "--model-file"), &e);
+                                   cli_get(o, NOPT(o), "--pretrained"), cli_get(o, NOPT(o), "--model-file"), 0, &e);
   if (!m) return cli_fail(&e);
   cwm_buf out;
   cwm_buf_init(&out);
@@ -274,7 +288,7 @@ static int eval_noise(int argc, char **argv) {
   }
   cwm_err e = {0};
   cwm_costmodel *m = cli_costmodel(model ? model : "world", (uint64_t)seed, cli_get(o, NOPT(o), "--pretrained"),
-                                   cli_get(o, NOPT(o), "--model-file"), &e);
+                                   cli_get(o, NOPT(o), "--model-file"), 0, &e);
   if (m) {
     cwm_buf out;
     cwm_buf_init(&out);

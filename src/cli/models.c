@@ -14,7 +14,7 @@ const char *cli_model_name(const char *given, const char *model_file) {
 }
 
 cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretrained, const char *model_file,
-                             cwm_err *e) {
+                             int threads, cwm_err *e) {
   if (!strcmp(name, "random")) return cwm_costmodel_random(seed);
   if (!strcmp(name, "ansor")) return cwm_costmodel_ansor(seed, pretrained, e);
   if (!strcmp(name, "world")) {
@@ -29,6 +29,7 @@ cwm_costmodel *cli_costmodel(const char *name, uint64_t seed, const char *pretra
     cwm_world_cm_opts wo;
     cwm_world_cm_opts_default(&wo);
     cli_env_world_cm(&wo);
+    wo.threads = threads;
     return cwm_costmodel_world(w, &wo, e);
   }
   cwm_fail(e, CWM_EUSAGE, "unknown --model '%s' (random, ansor, world)", name);

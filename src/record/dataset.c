@@ -21,6 +21,7 @@ void cwm_traj_free(cwm_traj *t) {
   if (!t) return;
   free(t->workload);
   free(t->steps);
+  free(t->target);
   memset(t, 0, sizeof *t);
 }
 
@@ -116,6 +117,9 @@ int cwm_traj_parse(const char *line, cwm_traj *t, cwm_err *err) {
     t->measured = 1;
     t->error = r.error;
     t->cost = cwm_record_cost(&r);
+    t->target = r.target && r.target[0] ? r.target : NULL;
+    if (t->target != r.target) free(r.target);
+    r.target = NULL;
     cwm_record_free(&r);
     return 0;
   }

@@ -155,13 +155,16 @@ static int part_rows(cwm_world *w, const part_data *p, int mode, float *rows, cw
   for (int g = 0, off = 0; g < p->ng; off += p->gsize[g++]) {
     int m = p->gsize[g];
     const cwm_step **st = cwm_xmalloc(sizeof(*st) * (size_t)m);
+    const char **tg = cwm_xmalloc(sizeof(*tg) * (size_t)m);
     int *ns = cwm_xmalloc(sizeof(int) * (size_t)m);
     for (int k = 0; k < m; k++) {
       st[k] = p->t[p->idx[off + k]].steps;
       ns[k] = p->t[p->idx[off + k]].nsteps;
+      tg[k] = p->t[p->idx[off + k]].target;
     }
-    int rc = cwm_world_record_rows(w, p->gdag[g], st, ns, m, mode, rows + (size_t)off * nf, err);
+    int rc = cwm_world_record_rows(w, p->gdag[g], st, ns, tg, m, mode, rows + (size_t)off * nf, err);
     free(st);
+    free(tg);
     free(ns);
     if (rc) return rc;
   }

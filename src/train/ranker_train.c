@@ -44,14 +44,17 @@ int cwm_world_record_groups(cwm_world *w, const char *log_path, double vf, int p
     for (int k = 0; k < m; k++) valid += cwm_cost_valid(tr[order[k]].cost);
     if (valid < 2) continue;
     const cwm_step **st = cwm_xmalloc(sizeof(*st) * (size_t)m);
+    const char **tg = cwm_xmalloc(sizeof(*tg) * (size_t)m);
     int *ns = cwm_xmalloc(sizeof(int) * (size_t)m);
     for (int k = 0; k < m; k++) {
       st[k] = tr[order[k]].steps;
       ns[k] = tr[order[k]].nsteps;
+      tg[k] = tr[order[k]].target;
       costs[nrows + k] = tr[order[k]].cost;
     }
-    rc = cwm_world_record_rows(w, d, st, ns, m, mode, rows + (size_t)nrows * nf, err);
+    rc = cwm_world_record_rows(w, d, st, ns, tg, m, mode, rows + (size_t)nrows * nf, err);
     free(st);
+    free(tg);
     free(ns);
     if (rc) break;
     sizes[ngo] = m;
@@ -88,6 +91,9 @@ int cwm_world_train_ranker(cwm_world *w, const cwm_train_opts *o, cwm_err *err) 
   float *rows = NULL;
   double *costs = NULL;
   int *sizes = NULL, ng = 0, nr = 0;
+  /* a ranker trained here reads each record's machine in its hardware columns (older files'
+   * rankers read this machine's, and keep doing so) */
+  w->cfg.hw_target = 1;
   int rc = cwm_world_record_groups(w, o->log_path, o->valid_fraction, CWM_SPLIT_TRAIN, 0, &rows, &costs, &sizes, &ng, &nr,
                             NULL, o, err);
   if (rc) return rc;

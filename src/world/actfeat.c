@@ -10,6 +10,7 @@
 
 #include "cwm/codegen.h"
 #include "cwm/ranker.h"
+#include "cwm/record.h"
 
 _Static_assert(CWM_S__COUNT == CWM_ACT_LEN - CWM_ACT_KIND, "one count column per step kind");
 
@@ -89,6 +90,21 @@ const cwm_hwinfo *cwm_hwinfo_host(void) {
 void cwm_hwinfo_set_vector_floats(int n) {
   pthread_once(&host_once, read_host);
   host.vector_floats = n > 0 ? n : simd_floats();
+}
+
+void cwm_hwinfo_of_target(cwm_hwinfo *hw, const char *target) {
+  *hw = *cwm_hwinfo_host();
+  if (!target || !target[0]) return;
+  char threads[32];
+  if (cwm_target_string_field(target, "threads", threads, sizeof threads)) {
+    int t = atoi(threads);
+    if (t > 0) hw->cores = t;
+  }
+  /* the instruction set's vector, else the -vec= bytes of a string that names none */
+  const cwm_isa *isa = cwm_target_string_isa(target);
+  char vec[32];
+  int bytes = isa ? isa->vec_bytes : cwm_target_string_field(target, "vec", vec, sizeof vec) ? atoi(vec) : 0;
+  if (bytes >= 4) hw->vector_floats = bytes / 4;
 }
 
 /* ------------------------------------------------------------------ the row */

@@ -20,6 +20,7 @@ void cwm_world_config_default(cwm_world_config *c) {
   c->enc.overlap = 32;
   c->margin = 0.1f;
   c->act_round = 1;
+  c->paper_margin = 1;
 }
 
 static void world_caches_init(cwm_world *w) {
@@ -84,30 +85,30 @@ void cwm_world_set_mode(cwm_world *w, int mode) {
   w->cfg.no_transition = mode == CWM_MODE_NO_TRANSITION;
   w->cfg.static_final = mode == CWM_MODE_STATIC;
   w->cfg.ranker_z0 = mode == CWM_MODE_VALUE;
+  w->cfg.paper = mode == CWM_MODE_PAPER;
 }
 
 int cwm_world_mode(const cwm_world *w) {
   return w->cfg.no_transition ? CWM_MODE_NO_TRANSITION
          : w->cfg.static_final ? CWM_MODE_STATIC
          : w->cfg.ranker_z0    ? CWM_MODE_VALUE
+         : w->cfg.paper        ? CWM_MODE_PAPER
                                : CWM_MODE_ROLLOUT;
 }
 
+void cwm_world_set_paper_margin(cwm_world *w, int on) { w->cfg.paper_margin = on != 0; }
+
+static const char *const MODE_NAMES[] = {"rollout", "no-transition", "static", "value", "paper"};
+#define NMODES ((int)(sizeof MODE_NAMES / sizeof MODE_NAMES[0]))
+
 int cwm_world_mode_parse(const char *s) {
-  if (!s) return -1;
-  if (!strcmp(s, "rollout")) return CWM_MODE_ROLLOUT;
-  if (!strcmp(s, "no-transition")) return CWM_MODE_NO_TRANSITION;
-  if (!strcmp(s, "static")) return CWM_MODE_STATIC;
-  if (!strcmp(s, "value")) return CWM_MODE_VALUE;
+  for (int m = 0; s && m < NMODES; m++)
+    if (!strcmp(s, MODE_NAMES[m])) return m;
   return -1;
 }
 
-const char *cwm_world_mode_name(int mode) {
-  return mode == CWM_MODE_NO_TRANSITION ? "no-transition"
-         : mode == CWM_MODE_STATIC      ? "static"
-         : mode == CWM_MODE_VALUE       ? "value"
-                                        : "rollout";
-}
+const char *cwm_world_mode_name(int mode) { return MODE_NAMES[mode >= 0 && mode < NMODES ? mode : 0]; }
+
 void cwm_world_set_notes(cwm_world *w, const char *notes) {
   free(w->notes);
   w->notes = notes ? cwm_xstrdup(notes) : NULL;
@@ -221,47 +222,72 @@ int cwm_world_rollout(cwm_world *w, const float *z0, const cwm_step *steps, int 
 
 int cwm_world_nfeat(const cwm_world *w) { return w->D + 1 + CWM_ACT_NFEAT; }
 
-/* The row without its value column when with_value is 0 (the caller fills it, batched). */
-void wm_row_fill(cwm_world *w, const float *z0, const float *zT, int no_transition, const cwm_step *steps, int n,
-                 const cwm_state *final, float *row, int with_value) {
+int wm_row_mode(const cwm_world *w) {
+  int m = cwm_world_mode(w);
+  return m == CWM_MODE_STATIC ? CWM_MODE_ROLLOUT : m; /* the static ablation's z_T is E(s_T) */
+}
+
+/* The value head's score of the change z_T - z_0 (NaN where z_T is). */
+static float row_value(cwm_world *w, const float *z0, const float *zT) {
+  int D = w->D, nan = 0;
+  float *x = cwm_xmalloc(sizeof(float) * (size_t)D);
+  for (int j = 0; j < D; j++) {
+    x[j] = zT[j] - z0[j];
+    nan |= isnan(x[j]);
+  }
+  float pre[WM_VALUE_HIDDEN], act[WM_VALUE_HIDDEN], v = NAN;
+  if (!nan) wm_value_forward(w, x, 1, pre, act, &v);
+  free(x);
+  return v;
+}
+
+/* The row without its value column when with_value is 0 (the caller fills it, batched: see
+ * wm_rows_value for what the latent columns hold until then). */
+void wm_row_fill(cwm_world *w, const float *z0, const float *zT, int mode, const cwm_step *steps, int n,
+                 const cwm_state *final, const cwm_hwinfo *hw, float *row, int with_value) {
   int D = w->D;
-  if (no_transition) {
+  float v = with_value && mode != CWM_MODE_NO_TRANSITION ? row_value(w, z0, zT) : NAN;
+  if (mode == CWM_MODE_NO_TRANSITION) {
     memcpy(row, z0, sizeof(float) * (size_t)D);
     row[D] = 0;
+  } else if (mode == CWM_MODE_PAPER) {
+    memcpy(row, zT, sizeof(float) * (size_t)D);
+    row[D] = w->cfg.paper_margin ? v : NAN;
+    final = NULL; /* nothing of the final program: the (state) columns stay missing */
   } else {
-    int nan = 0;
-    for (int j = 0; j < D; j++) {
-      row[j] = zT[j] - z0[j];
-      nan |= isnan(row[j]);
-    }
-    float pre[WM_VALUE_HIDDEN], act[WM_VALUE_HIDDEN], v = NAN;
-    if (!nan && with_value) wm_value_forward(w, row, 1, pre, act, &v);
+    for (int j = 0; j < D; j++) row[j] = zT[j] - z0[j];
     row[D] = v;
     /* the value mode: the rollout stays behind the value head; without with_value, wm_rows_value
      * reads z_T - z_0 first and puts z_0 in its place */
-    if (with_value && w->cfg.ranker_z0) memcpy(row, z0, sizeof(float) * (size_t)D);
+    if (with_value && mode == CWM_MODE_VALUE) memcpy(row, z0, sizeof(float) * (size_t)D);
   }
-  cwm_action_features(steps, n, final, NULL, row + D + 1);
+  cwm_action_features(steps, n, final, hw, row + D + 1);
 }
 
-void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int no_transition, const cwm_step *steps, int n,
-                   const cwm_state *final, float *row) {
-  wm_row_fill(w, z0, zT, no_transition, steps, n, final, row, 1);
+void cwm_world_row(cwm_world *w, const float *z0, const float *zT, int mode, const cwm_step *steps, int n,
+                   const cwm_state *final, const cwm_hwinfo *hw, float *row) {
+  wm_row_fill(w, z0, zT, mode, steps, n, final, hw, row, 1);
 }
 
-/* The value column of n rows in one batched pass over their z_T - z_0 columns; in the value
- * mode those columns then take row i of z0s [n, width] (the workload's z_0). */
+/* The value column of n rows of the model's layout in one batched pass over z_T - z_0: the
+ * latent columns hold z_T - z_0 (rollout, value) or z_T (paper, with row i of z0s [n, width] the
+ * workload's z_0); in the value mode they then take z0s's row. */
 void wm_rows_value(cwm_world *w, float *rows, int n, const float *z0s) {
-  int D = w->D, nf = cwm_world_nfeat(w), H = WM_VALUE_HIDDEN;
+  int D = w->D, nf = cwm_world_nfeat(w), H = WM_VALUE_HIDDEN, mode = wm_row_mode(w);
+  if (mode == CWM_MODE_PAPER && !w->cfg.paper_margin) return; /* no value column: it stays NaN */
   float *x = cwm_xmalloc(sizeof(float) * (size_t)n * D), *pre = cwm_xmalloc(sizeof(float) * (size_t)n * H);
   float *act = cwm_xmalloc(sizeof(float) * (size_t)n * H), *v = cwm_xmalloc(sizeof(float) * (size_t)n);
-  for (int i = 0; i < n; i++) memcpy(x + (size_t)i * D, rows + (size_t)i * nf, sizeof(float) * (size_t)D);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < D; j++) {
+      float c = rows[(size_t)i * nf + j];
+      x[(size_t)i * D + j] = mode == CWM_MODE_PAPER ? c - z0s[(size_t)i * D + j] : c;
+    }
   wm_value_forward(w, x, n, pre, act, v);
   for (int i = 0; i < n; i++) {
     int nan = 0;
     for (int j = 0; j < D; j++) nan |= isnan(x[(size_t)i * D + j]);
     rows[(size_t)i * nf + D] = nan ? NAN : v[i];
-    if (w->cfg.ranker_z0 && z0s) memcpy(rows + (size_t)i * nf, z0s + (size_t)i * D, sizeof(float) * (size_t)D);
+    if (mode == CWM_MODE_VALUE && z0s) memcpy(rows + (size_t)i * nf, z0s + (size_t)i * D, sizeof(float) * (size_t)D);
   }
   free(x);
   free(pre);
@@ -291,21 +317,32 @@ const float *wm_z0(cwm_world *w, const cwm_dag *d, cwm_err *err) {
   return z;
 }
 
+/* The hardware of record i (targets as in cwm_world_record_rows): NULL (this machine) unless the
+ * model's hardware columns follow the records' targets. */
+static const cwm_hwinfo *record_hw(const cwm_world *w, const char *const *targets, int i, cwm_hwinfo *buf) {
+  if (!w->cfg.hw_target) return NULL;
+  cwm_hwinfo_of_target(buf, targets ? targets[i] : NULL);
+  return buf;
+}
+
 int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const *steps, const int *nsteps,
-                          int n, int mode, float *rows, cwm_err *err) {
+                          const char *const *targets, int n, int mode, float *rows, cwm_err *err) {
   const float *z0 = wm_z0(w, d, err);
   if (!z0) return err ? err->code : CWM_EMODEL;
   int D = w->D, nf = cwm_world_nfeat(w);
   if (mode == 0) mode = cwm_world_mode(w); /* the model's own mode */
+  int layout = mode == CWM_MODE_NO_TRANSITION ? mode : wm_row_mode(w);
+  /* the paper mode's rows read no final program, so none is built (unless it is encoded) */
+  int need_final = layout != CWM_MODE_PAPER || mode == CWM_MODE_STATIC;
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
     cwm_state *fin = NULL;
     cwm_err e = {0};
-    if (cwm_state_replay(d, steps[i], nsteps[i], &fin, NULL, &e)) fin = NULL;
-    if (mode == 1) {
+    if (need_final && cwm_state_replay(d, steps[i], nsteps[i], &fin, NULL, &e)) fin = NULL;
+    if (mode == CWM_MODE_NO_TRANSITION) {
       memcpy(z, z0, sizeof(float) * (size_t)D);
-    } else if (mode == 2) {
+    } else if (mode == CWM_MODE_STATIC) {
       if (!fin) {
         for (int j = 0; j < D; j++) z[j] = NAN;
       } else {
@@ -317,8 +354,8 @@ int cwm_world_record_rows(cwm_world *w, const cwm_dag *d, const cwm_step *const 
     } else {
       cwm_world_rollout(w, z0, steps[i], nsteps[i], z, NULL);
     }
-    cwm_world_row(w, z0, z, mode == 1, steps[i], nsteps[i], fin,
-                  rows + (size_t)i * nf);
+    cwm_hwinfo hw;
+    cwm_world_row(w, z0, z, layout, steps[i], nsteps[i], fin, record_hw(w, targets, i, &hw), rows + (size_t)i * nf);
     cwm_state_free(fin);
   }
   free(z);

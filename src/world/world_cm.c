@@ -72,7 +72,18 @@ typedef struct {
   float *rowbuf;
   size_t rowcap;
   cwm_costmodel *online; /* Ansor's model from scratch (the hand-off); NULL when off */
+  int threads;           /* cwm_world_cm_opts.threads */
 } world_cm;
+
+/* The machine of the search's rows: NULL (this machine) unless the model's hardware columns
+ * follow the target, then this machine with the search's threads as its cores; the vector width
+ * is read at each call, as the target may set it after the model is made. */
+static const cwm_hwinfo *search_hw(const world_cm *m, cwm_hwinfo *buf) {
+  if (!m->w->cfg.hw_target) return NULL;
+  *buf = *cwm_hwinfo_host();
+  if (m->threads > 0) buf->cores = m->threads;
+  return buf;
+}
 
 static float *row_buffer(world_cm *m, int n) {
   size_t need = (size_t)n * (size_t)cwm_world_nfeat(m->w);
@@ -86,7 +97,8 @@ static float *row_buffer(world_cm *m, int n) {
 /* The static-final ablation: z_T = E(printed final state) of every candidate. The evolution scores
  * the same candidates again in later generations and rounds, so encodings are kept by the hash of
  * the printed text and only the new texts are encoded, in one batch. */
-static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *rows, cwm_err *err) {
+static int rows_static(cwm_world *w, cwm_state *const *states, int n, const cwm_hwinfo *hw, float *rows,
+                       cwm_err *err) {
   int D = w->D, nf = cwm_world_nfeat(w);
   char **texts = cwm_xmalloc(sizeof(char *) * (size_t)n);
   uint64_t *keys = cwm_xmalloc(sizeof(uint64_t) * (size_t)n);
@@ -118,7 +130,8 @@ static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *row
       rc = err ? err->code : CWM_EMODEL;
       break;
     }
-    wm_row_fill(w, z0, wm_map_get(&w->zs_cache, keys[i]), 0, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf, 0);
+    wm_row_fill(w, z0, wm_map_get(&w->zs_cache, keys[i]), CWM_MODE_ROLLOUT, states[i]->steps, states[i]->nsteps,
+                states[i], hw, rows + (size_t)i * nf, 0);
   }
   for (int i = 0; i < n; i++) free(texts[i]);
   free(texts);
@@ -128,13 +141,18 @@ static int rows_static(cwm_world *w, cwm_state *const *states, int n, float *row
   return rc;
 }
 
-static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *rows, cwm_err *err) {
-  int D = w->D, nf = cwm_world_nfeat(w);
-  if (w->cfg.static_final && !w->cfg.no_transition) return rows_static(w, states, n, rows, err);
+/* The rows of candidates (the hardware columns hw's, NULL: this machine's), their value columns
+ * in one batched pass. */
+static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, const cwm_hwinfo *hw, float *rows,
+                          cwm_err *err) {
+  int D = w->D, nf = cwm_world_nfeat(w), mode = wm_row_mode(w);
+  if (w->cfg.static_final && !w->cfg.no_transition) return rows_static(w, states, n, hw, rows, err);
   if (!w->cfg.no_transition) wm_prefetch_actions(w, states, n);
   float *z = cwm_xmalloc(sizeof(float) * (size_t)D);
-  /* the value mode's z_0 columns: copies, since a later workload's z_0 may move the cache's rows */
-  float *z0s = w->cfg.ranker_z0 ? cwm_xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)D) : NULL;
+  /* the value and paper modes' z_0 of every row: copies, since a later workload's z_0 may move
+   * the cache's rows */
+  int keep_z0 = mode == CWM_MODE_VALUE || mode == CWM_MODE_PAPER;
+  float *z0s = keep_z0 ? cwm_xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)D) : NULL;
   for (int i = 0; i < n; i++) {
     const float *z0 = wm_z0(w, states[i]->dag, err);
     if (!z0) {
@@ -145,8 +163,7 @@ static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *
     if (z0s) memcpy(z0s + (size_t)i * D, z0, sizeof(float) * (size_t)D);
     if (w->cfg.no_transition) memcpy(z, z0, sizeof(float) * (size_t)D);
     else cwm_world_rollout(w, z0, states[i]->steps, states[i]->nsteps, z, NULL);
-    wm_row_fill(w, z0, z, w->cfg.no_transition, states[i]->steps, states[i]->nsteps, states[i], rows + (size_t)i * nf,
-             0);
+    wm_row_fill(w, z0, z, mode, states[i]->steps, states[i]->nsteps, states[i], hw, rows + (size_t)i * nf, 0);
   }
   free(z);
   if (!w->cfg.no_transition && n > 0) wm_rows_value(w, rows, n, z0s);
@@ -154,8 +171,9 @@ static int rows_of_states(cwm_world *w, cwm_state *const *states, int n, float *
   return 0;
 }
 
-static int score_rows(cwm_world *w, cwm_state *const *states, int n, float *rows, double *scores, cwm_err *err) {
-  int rc = rows_of_states(w, states, n, rows, err);
+static int score_rows(cwm_world *w, cwm_state *const *states, int n, const cwm_hwinfo *hw, float *rows,
+                      double *scores, cwm_err *err) {
+  int rc = rows_of_states(w, states, n, hw, rows, err);
   if (rc) return rc;
   rc = cwm_ranker_predict(w->ranker, rows, n, cwm_world_nfeat(w), scores, err);
   if (rc) return rc;
@@ -168,7 +186,7 @@ int wm_score_states(cwm_world *w, cwm_state *const *states, int n, double *score
   if (n <= 0) return 0;
   if (!w->ranker) return cwm_fail(err, CWM_EMODEL, "world model: no trained ranker");
   float *rows = cwm_xmalloc(sizeof(float) * (size_t)n * (size_t)cwm_world_nfeat(w));
-  int rc = score_rows(w, states, n, rows, scores, err);
+  int rc = score_rows(w, states, n, NULL, rows, scores, err);
   free(rows);
   return rc;
 }
@@ -196,7 +214,8 @@ static const wm_group *group_find(const world_cm *m, uint64_t key) {
 static int world_predict(cwm_costmodel *base, cwm_state *const *states, int n, double *scores, cwm_err *err) {
   world_cm *m = (world_cm *)base;
   if (n <= 0) return 0;
-  int rc = score_rows(m->w, states, n, row_buffer(m, n), scores, err);
+  cwm_hwinfo hw;
+  int rc = score_rows(m->w, states, n, search_hw(m, &hw), row_buffer(m, n), scores, err);
   if (rc || !m->online || !states[0]) return rc;
   const wm_group *g = group_find(m, cwm_hash64(cwm_dag_key(states[0]->dag), 16));
   if (!g || g->n < HANDOFF_MIN) return 0;
@@ -234,7 +253,8 @@ static int world_update(cwm_costmodel *base, cwm_state *const *states, const cwm
   if (n <= 0) return 0;
   int nf = cwm_world_nfeat(m->w);
   float *rows = cwm_xmalloc(sizeof(float) * (size_t)n * (size_t)nf);
-  int rc = rows_of_states(m->w, states, n, rows, err);
+  cwm_hwinfo hw;
+  int rc = rows_of_states(m->w, states, n, search_hw(m, &hw), rows, err);
   int *touched = cwm_xcalloc((size_t)n, sizeof *touched);
   int ntouched = 0;
   for (int i = 0; i < n && !rc; i++) {
@@ -289,7 +309,7 @@ static void world_free(cwm_costmodel *base) {
   free(m);
 }
 
-void cwm_world_cm_opts_default(cwm_world_cm_opts *o) { o->handoff = 1; }
+void cwm_world_cm_opts_default(cwm_world_cm_opts *o) { *o = (cwm_world_cm_opts){.handoff = 1}; }
 
 cwm_costmodel *cwm_costmodel_world(cwm_world *w, const cwm_world_cm_opts *o, cwm_err *err) {
   if (!w) {
@@ -305,6 +325,7 @@ cwm_costmodel *cwm_costmodel_world(cwm_world *w, const cwm_world_cm_opts *o, cwm
   m->base = (cwm_costmodel){.name = "world", .update = world_update, .predict = world_predict, .save = world_save,
                             .free = world_free, .family_quota = WORLD_FAMILY_QUOTA};
   m->w = w;
+  m->threads = o ? o->threads : 0;
   if (!o || o->handoff) {
     m->online = cwm_costmodel_ansor(1, NULL, err);
     if (!m->online) {

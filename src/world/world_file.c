@@ -18,10 +18,11 @@ int cwm_world_save(cwm_world *w, const char *path, cwm_err *err) {
   const cwm_enc_config *e = &w->cfg.enc;
   cwm_buf_printf(&cfg,
                  "world_version=%d\nvocab=%d\nwidth=%d\nheads=%d\nlayers=%d\nff=%d\nwindow=%d\noverlap=%d\n"
-                 "margin=%.9g\nno_transition=%d\nstatic_final=%d\naction_vocab=%d\nact_round=%d\nranker_z0=%d\n",
+                 "margin=%.9g\nno_transition=%d\nstatic_final=%d\naction_vocab=%d\nact_round=%d\nranker_z0=%d\n"
+                 "paper=%d\npaper_margin=%d\nhw_target=%d\n",
                  CWM_WORLD_VERSION, e->vocab, e->width, e->heads, e->layers, e->ff, e->window, e->overlap,
                  (double)w->cfg.margin, w->cfg.no_transition, w->cfg.static_final, cwm_action_vocab(), w->cfg.act_round,
-                 w->cfg.ranker_z0);
+                 w->cfg.ranker_z0, w->cfg.paper, w->cfg.paper_margin, w->cfg.hw_target);
   int rc = cwm_mfile_add_text(mw, "world.config", cfg.s, err);
   cwm_buf_free(&cfg);
   cwm_buf vb;
@@ -154,8 +155,13 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   cfg_int(cfg, "act_round", &c.act_round);
   c.ranker_z0 = 0; /* absent before the value mode */
   cfg_int(cfg, "ranker_z0", &c.ranker_z0);
+  c.paper = c.hw_target = 0; /* absent before version 6: no paper mode, this machine's hardware */
+  cfg_int(cfg, "paper", &c.paper);
+  cfg_int(cfg, "paper_margin", &c.paper_margin);
+  cfg_int(cfg, "hw_target", &c.hw_target);
   if (c.no_transition) c.static_final = 0;
   if (c.no_transition || c.static_final) c.ranker_z0 = 0;
+  if (c.no_transition || c.static_final || c.ranker_z0) c.paper = 0;
   size_t vn = 0;
   const void *vb = cwm_mfile_bytes(f, "vocab", &vn);
   if (!vb) {
@@ -194,7 +200,7 @@ cwm_world *cwm_world_load(const char *path, cwm_err *err) {
   size_t rn = 0;
   /* a ranker of an earlier version read rows of another layout: it is left out (train the ranker
    * again: cwm train ranker --model-file OLD --records LOG --out NEW) */
-  const void *rb = ver < 4 ? NULL : cwm_mfile_bytes(f, "ranker", &rn); /* 5 changed no row */
+  const void *rb = ver < 4 ? NULL : cwm_mfile_bytes(f, "ranker", &rn); /* 5 and 6 changed no row */
   if (rb) {
     w->ranker = cwm_ranker_load(rb, rn, err);
     if (!w->ranker) goto fail;

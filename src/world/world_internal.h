@@ -71,17 +71,20 @@ void wm_act_backward(cwm_world *w, const wm_act_batch *b, const float *du, const
 /* Tokenizes and encodes texts with the encoder (inference or training forward). */
 int wm_encode_texts(cwm_world *w, const char *const *texts, int n, float *out, int keep, cwm_err *err);
 
-/* z_0 of the workload a dag holds (E of its initial state), cached by workload key. */
 /* The transition vectors of every step of these states, computed once into the action cache. */
 void wm_prefetch_actions(cwm_world *w, cwm_state *const *states, int n);
+/* The layout of the model's rows: its mode, the static ablation's being the rollout's. */
+int wm_row_mode(const cwm_world *w);
 /* One ranker row (cwm_world_row; world.c); with_value 0 leaves the value column to wm_rows_value. */
-void wm_row_fill(cwm_world *w, const float *z0, const float *zT, int no_transition, const cwm_step *steps, int n,
-                 const cwm_state *final, float *row, int with_value);
-/* The value column of n rows in one batched pass (world.c; z0s as there). */
+void wm_row_fill(cwm_world *w, const float *z0, const float *zT, int mode, const cwm_step *steps, int n,
+                 const cwm_state *final, const cwm_hwinfo *hw, float *row, int with_value);
+/* The value column of n rows of the model's layout in one batched pass (world.c; z0s as there). */
 void wm_rows_value(cwm_world *w, float *rows, int n, const float *z0s);
+/* z_0 of the workload a dag holds (E of its initial state), cached by workload key. */
 const float *wm_z0(cwm_world *w, const cwm_dag *d, cwm_err *err);
 
-/* The cost model's scoring without the cost-model object (eval's speed figure). */
+/* The cost model's scoring without the cost-model object (eval's speed figure); the hardware
+ * columns this machine's. */
 int wm_score_states(cwm_world *w, cwm_state *const *states, int n, double *scores, cwm_err *err);
 
 #endif
