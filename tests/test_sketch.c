@@ -375,6 +375,46 @@ static void test_padded_tile(void) {
   CHECKF(np >= 4, "only %d candidates with a guarded register tile", np);
 }
 
+/* The padded edge: where the tile's stage computes into a local buffer and the reduction lies
+ * inside the tile, the tile that crosses the edge runs whole (its reads of the clamped rows and
+ * of the zero-padded packs stay in bounds, its overshoot stays in the buffer). 37 rows and 133
+ * columns, both prime or without a vector's multiple: the prior draws padded row tiles too. Such
+ * programs are drawn, and they compute the right thing. */
+static void test_padded_edge(void) {
+  int rem, np = check_sampled_with("matmul M=37 N=133 K=12", 13, "padded at the edge */", &rem);
+  CHECKF(np >= 4, "only %d candidates with a padded edge tile", np);
+  /* a reduction split outside the tile: the buffer starts zeroed */
+  np = check_sampled_with("matmul M=37 N=133 K=12", 14, "past the tensor's edge */", &rem);
+  CHECKF(np >= 2, "only %d candidates with a padded edge tile inside a split reduction", np);
+  np = check_sampled_with("dense M=41 N=24 K=9 bias=1 act=relu", 17, "padded at the edge */", &rem);
+  CHECKF(np >= 2, "only %d dense candidates with a padded edge tile", np);
+}
+
+/* The register-tile prior on a 197 x 1001 x 389 product (197 and 389 prime, 1001 = 7 x 11 x 13):
+ * the row tile is drawn padded (2 to 8 rows with a remainder), so a share of the candidates has
+ * a register block of several rows instead of one row of vectors. */
+static void test_padded_rows(void) {
+  cwm_dag *d = dag_of("matmul M=197 N=1001 K=389");
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  cwm_rng r;
+  cwm_rng_seed(&r, 3);
+  cwm_state **c = NULL;
+  int n = 0, rows = 0;
+  cwm_err e = {0};
+  CHECKF(cwm_sample_initial(d, &o, &r, 200, &c, &n, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < c[i]->nsteps; j++) {
+      const cwm_step *st = &c[i]->steps[j];
+      if (st->kind == CWM_S_SP && st->iter == 0 && st->extent == 197 && st->n == 3 && st->v[2] >= 2 && st->v[2] <= 8)
+        rows++;
+    }
+  fprintf(stderr, "matmul 197 x 1001 x 389: %d of %d candidates with a row tile of 2 to 8\n", rows, n);
+  CHECKF(rows * 10 >= n, "only %d of %d candidates tile the prime rows", rows, n);
+  cwm_states_free(c, n);
+  cwm_dag_free(d);
+}
+
 /* A batch matrix product whose second operand is given as [B,N,K]: programs that vectorize N
  * copy it into [.., K, N] panels per call, in 8 x 8 blocks transposed in registers (cwm_tr8) */
 static void test_transposed_pack(void) {
@@ -459,6 +499,8 @@ int main(void) {
   test_register_tile();
   test_common_root();
   test_padded_tile();
+  test_padded_edge();
+  test_padded_rows();
   test_transposed_pack();
   static const char *specs[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",

@@ -60,6 +60,9 @@ typedef struct {
   int used_math; /* cwm_expf / cwm_erff: the definitions go before the kernel */
   int used_tr8;  /* cwm_tr8, the 8 x 8 transpose of runtime packs */
   struct cse_s *cse;
+  /* a padded edge tile being planned or emitted (lower_register_tile_plan, mode TILE_PADDED):
+   * bit r set: the reads take spatial root r clamped into its tensor's range */
+  unsigned clamp;
   /* store collection (cwm_lower_stores): the open loops and the stores seen */
   int collect, last_unroll;
   int work_only; /* cwm_lower_work: bound inference only */
@@ -106,6 +109,7 @@ typedef struct rewrite_s {
 typedef struct {
   int first, last, vw;
   long nacc, sst;
+  unsigned clamp; /* TILE_PADDED: the spatial roots its reads clamp (bit r) */
 } rtile_t;
 
 /* ---- lower.c: bound inference, guards ---- */
@@ -174,9 +178,16 @@ void lower_emit_stage_ref(ctx_t *c, int p, int depth);
 /* ---- tile.c: register tiles ---- */
 
 int lower_reduction_outside_is_trivial(const cwm_stage *st, int pos);
-int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarded);
+/* The modes of a register tile: a stage without guards; a guarded stage's tile where it lies
+ * wholly inside the guards (tested at run time: lower_tile_inside_cond); a guarded stage's tile
+ * run whole where it crosses the edge (padded: see tile.c). */
+enum { TILE_PLAIN = 0, TILE_INSIDE = 1, TILE_PADDED = 2 };
+int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int mode);
 char *lower_tile_inside_cond(ctx_t *c, int p, const rtile_t *rt);
-int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded);
+int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int mode);
+/* Whether stage p's buffer must start zeroed: a padded tile of p accumulates into it from a
+ * reduction split outside the tile, and reads the padding the init nest leaves unset. */
+int lower_padded_needs_zero(ctx_t *c, int p);
 /* Whether some stage is attached in stage p at one of its loop positions from..to. */
 int lower_attached_in_loops(const ctx_t *c, int p, int from, int to);
 

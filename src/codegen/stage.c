@@ -24,6 +24,10 @@ void lower_emit_alloc_and_stage(ctx_t *c, int q, int depth) {
   } else {
     lower_line(c, depth, "float %s[%ld] __attribute__((aligned(64)));", nm, size);
   }
+  if (!c->text && lower_padded_needs_zero(c, q)) {
+    lower_line(c, depth, "/* the padded edge tile accumulates into the part of %s past the tensor's edge */", nm);
+    lower_line(c, depth, "memset(%s, 0, %ld * sizeof(float));", nm, size);
+  }
   lower_emit_stage(c, q, depth);
   /* a heap buffer of an attached stage is freed where its scope ends (emit_attached_frees),
    * after the consumer's statements that read it */
@@ -98,7 +102,7 @@ void lower_emit_stage(ctx_t *c, int p, int depth) {
      * the reduction (a guarded stage's slow path then has its own init nest) */
     rtile_t rt;
     for (int pos = first_red; pos < st->niters; pos++)
-      if (lower_register_tile_plan(c, p, pos, &rt, 0) || lower_register_tile_plan(c, p, pos, &rt, 1)) {
+      if (lower_register_tile_plan(c, p, pos, &rt, TILE_PLAIN) || lower_register_tile_plan(c, p, pos, &rt, TILE_INSIDE)) {
         skip_init = lower_reduction_outside_is_trivial(st, pos);
         break;
       }
@@ -106,19 +110,23 @@ void lower_emit_stage(ctx_t *c, int p, int depth) {
   for (int pos = 0; pos < st->niters; pos++) {
     if (pos == first_red && !skip_init) emit_init_nest(c, p, pos, d);
     rtile_t rt;
-    int done = lower_try_register_tile(c, p, pos, d, 0);
-    if (!done && lower_register_tile_plan(c, p, pos, &rt, 1)) {
-      /* a guarded stage: the register tile where the tile lies wholly inside, the guarded loops
-       * at the edges (a 1023-wide matrix product: 63 full 16-wide column tiles and one of 15) */
+    int done = lower_try_register_tile(c, p, pos, d, TILE_PLAIN);
+    if (!done && lower_register_tile_plan(c, p, pos, &rt, TILE_INSIDE)) {
+      /* a guarded stage: the register tile where the tile lies wholly inside; at the edges (a
+       * 1023-wide matrix product: 63 full 16-wide column tiles and one of 15) the padded tile
+       * where its buffer holds the overshoot, else the guarded loops */
       char *cond = lower_tile_inside_cond(c, p, &rt);
       if (!cond[0]) {
-        done = lower_try_register_tile(c, p, pos, d, 1);
+        done = lower_try_register_tile(c, p, pos, d, TILE_INSIDE);
       } else {
-        lower_line(c, d, "/* the register tile where the tile lies inside the guards, guarded loops at the edge */");
+        int padded = lower_register_tile_plan(c, p, pos, &rt, TILE_PADDED);
+        lower_line(c, d, padded ? "/* the register tile where the tile lies inside the guards, padded at the edge */"
+                                : "/* the register tile where the tile lies inside the guards, guarded loops at the edge */");
         lower_line(c, d, "if (%s) {", cond);
-        lower_try_register_tile(c, p, pos, d + 1, 1); /* planned above: it applies */
+        lower_try_register_tile(c, p, pos, d + 1, TILE_INSIDE); /* planned above: it applies */
         lower_line(c, d, "} else {");
-        emit_stage_rest(c, p, pos, d + 1, skip_init);
+        if (padded) lower_try_register_tile(c, p, pos, d + 1, TILE_PADDED);
+        else emit_stage_rest(c, p, pos, d + 1, skip_init);
         lower_line(c, d, "}");
         done = 1;
       }

@@ -35,6 +35,15 @@ static long flat_stride(int p, int leaf, const lin_t *idx, const long *dims, int
   return total;
 }
 
+/* Whether e reads an axis whose bit is set in mask. */
+static int reads_vars(const cwm_expr *e, unsigned mask) {
+  if (!e) return 0;
+  if (e->kind == CWM_X_VAR && e->var >= 0 && e->var < 32 && (mask >> e->var & 1u)) return 1;
+  for (int i = 0; i < e->nargs; i++)
+    if (reads_vars(e->args[i], mask)) return 1;
+  return 0;
+}
+
 /* Vector form of a body expression; returns 1 (vector), 0 (scalar) or -1 (not expressible). */
 static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, const lin_t *lenv, cwm_buf *o) {
   switch (e->kind) {
@@ -49,6 +58,12 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
     int nidx = lower_read_index(c, p, e, lenv, idx, dims);
     long st = flat_stride(p, leaf, idx, dims, nidx);
     if (st != 0 && st != 1) return -1;
+    /* a padded edge tile: a read by a clamped root must be a scalar of an input or a root
+     * stage (a vector from a clamped index would run past the row; a local buffer is indexed
+     * from its base), unless its layout was rewritten (overshooting parts hold 0) */
+    if (c->clamp && reads_vars(e, c->clamp) && !(e->tensor >= 0 && e->tensor < CWM_MAX_OPS && c->rw[e->tensor]) &&
+        (st != 0 || (q >= 0 && c->L[q].local)))
+      return -1;
     cwm_buf r;
     cwm_buf_init(&r);
     if (st == 1) cwm_buf_puts(&r, c->vw == 16 ? "CWM_LOADU16(&" : "CWM_LOADU(&");
@@ -151,22 +166,72 @@ static int guards_fit_tile(ctx_t *c, int p, int pos, int first) {
   return !lower_attached_in_loops(c, p, pos, st->niters - 1);
 }
 
+/* The padded edge. A guarded stage that computes into a local buffer (a cache-write stage)
+ * holds its whole tile there, past the tensor's edge too: the stage after it copies out only
+ * what lies inside. So the tile that crosses the edge can run as the full register tile
+ * instead of the guarded scalar loops, provided its reads stay in bounds: the spatial roots a
+ * guard bounds are clamped into their range in every read (those accumulators are thrown away),
+ * which emit_vexpr allows only for scalar reads of inputs and root stages, and for rewritten
+ * layouts, whose overshooting parts hold 0. Where the reduction is split outside the tile, the
+ * tile's accumulators start from the buffer, whose padding the init nest does not reach: the
+ * buffer is then zeroed where it is declared (lower_padded_needs_zero). Guards on inner split
+ * nodes (which stop a tile from aliasing into the next) keep the guarded loops. Sets the clamp
+ * mask; 0 if it does not apply. */
+static int padded_edge_fits(ctx_t *c, int p, int pos, int first, unsigned *clamp) {
+  const cwm_stage *st = &c->L[p].st;
+  const cwm_op *b = body_op(c, p);
+  *clamp = 0;
+  if (!c->L[p].local || b->ndim > 32) return 0;
+  for (int g = 0; g < c->L[p].nguard; g++) {
+    const cwm_node *n = &st->nodes[c->L[p].guard[g]];
+    if (n->kind != CWM_IT_SPATIAL) {
+      int bp = c->L[p].absorbed[g] ? guard_bound_pos(c, p, g) : -1;
+      if (bp < 0 || bp >= first) return 0;
+      continue;
+    }
+    if (n->root < 0 || n->root >= b->ndim) return 0;
+    *clamp |= 1u << n->root;
+  }
+  for (int r = 0; r < b->ndim; r++)
+    if (c->L[p].gguard[r]) *clamp |= 1u << r;
+  /* the buffer must hold the overshoot: a region wider than the tensor is cut to the tensor */
+  for (int d = 0; d < st->nout; d++) {
+    lin_t l = lower_node_lin(c, p, st->out_node[d], 0);
+    if (!l.ok) return 0;
+    long lo = l.c0, hi = l.c0;
+    for (int k = 0; k < l.n; k++) lower_term_range(c, l.coef[k], &l.a[k], &lo, &hi);
+    if (lo < 0 || hi >= c->L[p].dims[d]) return 0;
+  }
+  return *clamp && !lower_attached_in_loops(c, p, pos, st->niters - 1);
+}
+
+int lower_padded_needs_zero(ctx_t *c, int p) {
+  const cwm_stage *st = &c->L[p].st;
+  if (!c->L[p].local || c->text || c->ref || c->collect) return 0;
+  rtile_t rt;
+  for (int pos = 0; pos < st->niters; pos++)
+    if (lower_register_tile_plan(c, p, pos, &rt, TILE_PADDED)) return !lower_reduction_outside_is_trivial(st, pos);
+  return 0;
+}
+
 /* Whether a register tile applies at pos (its checks, and a probe of the body for the first tile
  * element, emitted nowhere): the plan in *rt. Emits nothing. `unguarded`: a guarded stage's tile
  * for the case that it lies wholly inside (guards_fit_tile). */
-int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarded) {
+int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int mode) {
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
   if (c->text || c->ref || c->collect || b->reduce != CWM_RED_SUM) return 0;
   if (st->nodes[st->iters[pos]].kind != CWM_IT_REDUCE) return 0;
   int guarded = c->L[p].nguard > 0;
   for (int d = 0; d < b->ndim; d++) guarded |= c->L[p].local && c->L[p].gguard[d];
-  if (guarded != !!unguarded) return 0;
+  if (guarded != (mode != TILE_PLAIN)) return 0;
   /* reduction loops pos..first-1 enclose the tile loops first..last */
   int first = pos, last = st->niters - 1;
   while (first <= last && st->nodes[st->iters[first]].kind == CWM_IT_REDUCE) first++;
   if (first > last || last - first + 1 > 4) return 0;
-  if (unguarded && !guards_fit_tile(c, p, pos, first)) return 0;
+  if (mode == TILE_INSIDE && !guards_fit_tile(c, p, pos, first)) return 0;
+  unsigned clamp = 0;
+  if (mode == TILE_PADDED && !padded_edge_fits(c, p, pos, first, &clamp)) return 0;
   int vleaf = st->iters[last];
   const cwm_node *vn = &st->nodes[vleaf];
   if (vn->ann != CWM_ANN_VECTORIZE) return 0;
@@ -230,7 +295,9 @@ int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarde
   for (int j = 0; j < nt; j++) c->ov_val[j] = 0;
   for (int r = 0; r < nroot; r++) env[r] = lower_root_value(c, p, r, 1);
   c->cur_stage = p;
+  c->clamp = clamp;
   int kind = emit_vexpr(c, p, vleaf, b->body, env, lenv, &probe);
+  c->clamp = 0;
   c->cur_stage = -1;
   for (int r = 0; r < nroot; r++) free(env[r]);
   cwm_buf_free(&probe);
@@ -241,6 +308,7 @@ int lower_register_tile_plan(ctx_t *c, int p, int pos, rtile_t *rt, int unguarde
   rt->vw = VW;
   rt->nacc = nacc;
   rt->sst = sst;
+  rt->clamp = clamp;
   return 1;
 }
 
@@ -277,9 +345,22 @@ char *lower_tile_inside_cond(ctx_t *c, int p, const rtile_t *rt) {
   return cwm_buf_take(&o);
 }
 
-int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded) {
+/* Root r's value in the reads of a tile: clamped into [0, extent) when the tile is padded and
+ * r is among the roots it clamps. Owned string. */
+static char *tile_root_value(ctx_t *c, int p, int r, unsigned clamp) {
+  char *v = lower_root_value(c, p, r, 1);
+  if (!(r < 32 && (clamp >> r & 1u))) return v;
+  int hi = body_op(c, p)->shape[r] - 1;
+  cwm_buf o;
+  cwm_buf_init(&o);
+  cwm_buf_printf(&o, "(%s < 0 ? 0 : %s > %d ? %d : %s)", v, v, hi, hi, v);
+  free(v);
+  return cwm_buf_take(&o);
+}
+
+int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int mode) {
   rtile_t rt;
-  if (!lower_register_tile_plan(c, p, pos, &rt, unguarded)) return 0;
+  if (!lower_register_tile_plan(c, p, pos, &rt, mode)) return 0;
   const cwm_stage *st = &c->L[p].st;
   const cwm_op *b = body_op(c, p);
   const int first = rt.first, last = rt.last, VW = rt.vw, nt = last - first + 1, nroot = b->ndim + b->nred;
@@ -315,10 +396,12 @@ int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int unguarded) 
     cwm_buf_init(&tgt[t]);
     cwm_buf_init(&upd[t]);
     lower_emit_store_target(c, p, &tgt[t]);
-    for (int r = 0; r < nroot; r++) env[r] = lower_root_value(c, p, r, 1);
+    for (int r = 0; r < nroot; r++) env[r] = tile_root_value(c, p, r, rt.clamp);
     c->cse = &cse;
     c->cur_stage = p;
+    c->clamp = rt.clamp;
     emit_vexpr(c, p, vleaf, b->body, env, lenv, &upd[t]);
+    c->clamp = 0;
     c->cur_stage = -1;
     c->cse = NULL;
     for (int r = 0; r < nroot; r++) free(env[r]);
