@@ -67,6 +67,19 @@ static const gcase CASES[] = {
      "[[\"CHW\",2,\"local\"],[\"SP\",2,0,15,[1,4,1],1],[\"SP\",2,4,17,[2,2,8],1],[\"SP\",2,8,13,[4],1],"
      "[\"RE\",2,[0,4,1,5,8,2,6,9,3,7]],[\"FSP\",3,0,1,1],[\"FSP\",3,2,2,1],[\"RE\",3,[0,2,1,3]],"
      "[\"CA\",2,3,1],[\"FU\",3,[0,1]],[\"AN\",3,0,3],[\"PR\",2,0,\"auto_unroll_max_step$64\"],[\"AN\",2,9,2]]"},
+    /* a 4 x 16 register tile of a cache-write stage over 37 x 133: the edge tiles run whole,
+     * their row reads clamped, the packed columns zero-padded; with the reduction split outside
+     * the tile, the local buffer is zeroed first */
+    {"matmul_padded_edge", "matmul M=37 N=133 K=12", 0,
+     "[[\"CHW\",2,\"local\"],[\"SP\",2,0,37,[1,1,4],1],[\"SP\",2,4,133,[1,1,16],1],[\"SP\",2,8,12,[12],1],"
+     "[\"RE\",2,[0,4,1,5,8,2,6,9,3,7]],[\"FSP\",3,0,1,2],[\"FSP\",3,3,2,2],[\"RE\",3,[0,3,1,4,2,5]],"
+     "[\"CA\",2,3,3],[\"FU\",3,[0]],[\"AN\",3,0,3],[\"PR\",2,0,\"auto_unroll_max_step$512\"],[\"AN\",2,9,2],"
+     "[\"AN\",3,5,2]]"},
+    {"matmul_padded_split", "matmul M=37 N=133 K=12", 0,
+     "[[\"CHW\",2,\"local\"],[\"SP\",2,0,37,[1,1,4],1],[\"SP\",2,4,133,[1,1,16],1],[\"SP\",2,8,12,[3],1],"
+     "[\"RE\",2,[0,4,1,5,8,2,6,9,3,7]],[\"FSP\",3,0,1,2],[\"FSP\",3,3,2,2],[\"RE\",3,[0,3,1,4,2,5]],"
+     "[\"CA\",2,3,3],[\"FU\",3,[0]],[\"AN\",3,0,3],[\"PR\",2,0,\"auto_unroll_max_step$512\"],[\"AN\",2,9,2],"
+     "[\"AN\",3,5,2]]"},
     {"dense_bounds", "dense M=9 N=20 K=11 bias=1 act=relu", 0,
      "[[\"SP\",3,0,9,[4],1],[\"SP\",3,2,20,[8],1],[\"SP\",3,4,11,[3],1],[\"RE\",3,[0,2,4,1,5,3]],"
      "[\"AN\",3,5,2]]"},
@@ -75,11 +88,12 @@ static const gcase CASES[] = {
 
 /* What the whole set must exercise, so that it keeps meaning something when lists are redrawn. */
 enum { F_CA, F_CHW, F_RF, F_FU, F_PR, F_PAR, F_VEC, F_UNROLL, F_PACKED, F_RUNTIME_PACK, F_TR8, F_TILE8,
-       F_TILE16, F_TILE_EDGE, F_LOOP_BOUND, F__COUNT };
+       F_TILE16, F_TILE_EDGE, F_PADDED_EDGE, F_PADDED_ZERO, F_LOOP_BOUND, F__COUNT };
 static const char *FEATURE[F__COUNT] = {"compute_at", "cache_write", "rfactor", "fuse", "auto_unroll pragma",
                                         "parallel", "vectorize", "unroll", "packed weight", "runtime pack",
                                         "8x8 transpose", "8-lane register tile", "16-lane register tile",
-                                        "register tile at an uneven edge", "guard as loop bound"};
+                                        "register tile at an uneven edge", "padded edge tile",
+                                        "zeroed buffer of a padded edge tile", "guard as loop bound"};
 static int seen[F__COUNT];
 
 static const char *golden_dir(void) {
@@ -156,6 +170,8 @@ static void put_kernel(cwm_buf *o, const cwm_state *s, const char *title, int re
     seen[F_TILE8] |= strstr(k.body, "cwm_v8f acc__0") != NULL;
     seen[F_TILE16] |= strstr(k.body, "cwm_v16f acc__0") != NULL;
     seen[F_TILE_EDGE] |= strstr(k.body, "lies inside the guards") != NULL;
+    seen[F_PADDED_EDGE] |= strstr(k.body, "padded at the edge */") != NULL;
+    seen[F_PADDED_ZERO] |= strstr(k.body, "past the tensor's edge */") != NULL;
     seen[F_LOOP_BOUND] |= strstr(k.body, "_n0 = ") != NULL;
   }
   cwm_kernel_free(&k);
