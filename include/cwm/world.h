@@ -38,7 +38,8 @@ typedef struct {
   int paper;          /* CWM_MODE_PAPER: the ranker's latent columns hold the predicted z_T, and no
                        * feature reads the final program (no lowering, no encoding of its text) */
   int paper_margin;   /* in the paper mode, the value head's score of the rollout is the trees'
-                       * base margin (1) or left out of the row (0) */
+                       * base margin (1) or left out of the row (0, the default: on the held-out
+                       * workloads it picked better first programs, models/README.md) */
   int hw_target;      /* the hardware columns describe the machine each record was measured on
                        * (its target) and, in a search, the search's threads and vector width; 0
                        * in files before version 6: this machine's, at training and scoring */

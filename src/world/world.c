@@ -20,7 +20,6 @@ void cwm_world_config_default(cwm_world_config *c) {
   c->enc.overlap = 32;
   c->margin = 0.1f;
   c->act_round = 1;
-  c->paper_margin = 1;
 }
 
 static void world_caches_init(cwm_world *w) {
