@@ -351,8 +351,13 @@ static void test_generator(void) {
       cwm_workload *w = cwm_wl_entry_workload(&sh[i], &e);
       char spec[512];
       int ok = w && cwm_workload_spec(w, spec, sizeof spec, &e) == 0;
+      /* the spec found writes the same text (a pointwise convolution's H x W is one flattened
+       * axis, so 37 x 26 comes back as 26 x 37) */
       int eq = 0;
-      if (ok) cwm_spec_compare(spec, sh[i].spec, 0, &eq, &e);
+      char *t1 = ok ? cwm_op_to_text(spec, &e) : NULL, *t2 = ok ? cwm_op_to_text(sh[i].spec, &e) : NULL;
+      eq = t1 && t2 && !strcmp(t1, t2);
+      free(t1);
+      free(t2);
       CHECKF(ok && eq, "%s: spec %s maps back to %s", sh[i].id, sh[i].spec, ok ? spec : e.msg);
       cwm_workload_free(w);
     }
@@ -375,7 +380,7 @@ static void test_generator(void) {
         cwm_dag_free(d);
         cwm_workload_free(w);
       }
-      CHECKF(k == nhw && nhw == 66, "%d held-out rows listed, %d held out", nhw, k);
+      CHECKF(k == nhw && nhw == 65, "%d held-out rows listed, %d held out", nhw, k);
       free(hw);
     }
     free(a);

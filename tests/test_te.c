@@ -132,9 +132,15 @@ static void test_oplib(void) {
              strstr(t, "out[n:1, k:64, y:112, x:112] = relu(conv[n, k, y, x] + bias[k])\n"),
          "%s", t ? t : err.msg);
   free(t);
+  /* a pointwise convolution: a matrix product over the flattened image */
   t = cwm_op_to_text("conv2d C=64 H=56 W=56 K=256 R=1 S=1 stride=1 pad=0", &err);
-  CHECKF(t && strstr(t, "out[n:1, k:256, y:56, x:56] = sum(rc:64, ry:1, rx:1 : I[n, rc, y + ry, "
-                        "x + rx] * Wt[k, rc, ry, rx])\n") && !strstr(t, "P["),
+  CHECKF(t && strstr(t, "input I[1, 64, 3136]\ninput Wt[256, 64, 1, 1] const\n") &&
+             strstr(t, "out[n:1, k:256, p:3136] = sum(rc:64 : I[n, rc, p] * Wt[k, rc, 0, 0])\n") && !strstr(t, "P["),
+         "%s", t ? t : err.msg);
+  free(t);
+  /* strided, it keeps the image's two axes */
+  t = cwm_op_to_text("conv2d C=64 H=56 W=56 K=128 R=1 S=1 stride=2 pad=0", &err);
+  CHECKF(t && strstr(t, "out[n:1, k:128, y:28, x:28] = sum(rc:64, ry:1, rx:1 : I[n, rc, y * 2 + ry, x * 2 + rx]"),
          "%s", t ? t : err.msg);
   free(t);
   t = cwm_op_to_text("dwconv2d C=32 H=112 W=112 R=3 S=3 stride=2 pad=1 bias=1 act=relu", &err);

@@ -198,6 +198,16 @@ static int try_op(const cwm_workload *w, const char *key, const char *text, char
                  b[3], stride, pad, bias, acts[act]);
         if (spec_is(spec, key)) return 1;
       }
+      /* a pointwise convolution is written over its flattened image, the same for every H x W
+       * of the same size: the squarest (28 x 28 for 784) */
+      int sq = 1;
+      while ((long)(sq + 1) * (sq + 1) <= a[2]) sq++;
+      for (int h = sq; da == 3 && db == 4 && b[2] == 1 && b[3] == 1 && h >= 1; h--) {
+        if (a[2] % h) continue;
+        snprintf(spec, n, "conv2d C=%d H=%d W=%d K=%d R=1 S=1 stride=1 pad=0 bias=%d act=%s", a[1], h, a[2] / h, b[0],
+                 bias, acts[act]);
+        if (spec_is(spec, key)) return 1;
+      }
       if (da == 4 && db == 4) {
         snprintf(spec, n, "conv2d C=%d H=%d W=%d K=%d R=%d S=%d stride=%d pad=%d bias=%d act=%s", a[1], a[2], a[3],
                  b[0], b[2], b[3], stride, pad, bias, acts[act]);

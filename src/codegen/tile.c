@@ -208,9 +208,12 @@ static int padded_edge_fits(ctx_t *c, int p, int pos, int first, unsigned *clamp
 int lower_padded_needs_zero(ctx_t *c, int p) {
   const cwm_stage *st = &c->L[p].st;
   if (!c->L[p].local || c->text || c->ref || c->collect) return 0;
+  /* the padded tile is emitted at the first position where the guarded stage's tile applies
+   * (lower_emit_stage), and only there: a padded plan at another position emits nothing */
   rtile_t rt;
   for (int pos = 0; pos < st->niters; pos++)
-    if (lower_register_tile_plan(c, p, pos, &rt, TILE_PADDED)) return !lower_reduction_outside_is_trivial(st, pos);
+    if (lower_register_tile_plan(c, p, pos, &rt, TILE_INSIDE))
+      return lower_register_tile_plan(c, p, pos, &rt, TILE_PADDED) && !lower_reduction_outside_is_trivial(st, pos);
   return 0;
 }
 

@@ -172,6 +172,17 @@ int cwm_workload_spec(const cwm_workload *w, char *spec, size_t n, cwm_err *err)
         }
       }
     }
+  } else if ((a = find_op(w, "I", 1, 3)) && (b = find_op(w, "Wt", 1, 4))) {
+    /* a pointwise convolution, written over its flattened image: the same text for every H x W
+     * of the same size, so the squarest is the spec (28 x 28 for 784) */
+    int hw = a->shape[2], h = 1;
+    while ((long)(h + 1) * (h + 1) <= hw) h++;
+    while (hw % h) h--;
+    for (int act = 0; act < 3 && !found; act++) {
+      snprintf(cand, sizeof cand, "conv2d C=%d H=%d W=%d K=%d R=1 S=1 stride=1 pad=0 bias=%d act=%s", a->shape[1], h,
+               hw / h, b->shape[0], has_bias, acts[act]);
+      found = spec_matches(cand, text);
+    }
   } else if ((a = find_op(w, "X", 1, 3))) {
     snprintf(cand, sizeof cand, "softmax B=%d M=%d N=%d", a->shape[0], a->shape[1], a->shape[2]);
     found = spec_matches(cand, text);

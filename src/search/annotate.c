@@ -109,20 +109,20 @@ static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const c
                               cwm_rng *r, int *vec_root) {
   int lanes = o->max_vectorize / 2 >= 4 ? o->max_vectorize / 2 : 8;
   int regs = lanes >= 16 ? 32 : 16, lo = 4, hi = regs * 3 / 4;
-  int cand[CWM_MAX_ITERS], nc = 0, padded = 0;
-  for (int k = 0; k < nids; k++)
-    if (steps[ids[k]].extent % lanes == 0) cand[nc++] = k;
-  if (nc == 0) {
-    /* no axis is a whole number of vectors (a 1023-wide matrix): one at least 8 vectors wide is
-     * split with a remainder, the tile padded (codegen runs the register tile on the full tiles
-     * and guarded loops on the last) */
-    for (int k = 0; k < nids; k++)
-      if (steps[ids[k]].extent >= 8 * lanes) cand[nc++] = k;
-    padded = 1;
+  /* the axes that are a whole number of vectors, and those split with a remainder whose last
+   * tile pads them by at most an eighth (a 1023-wide matrix; 77 columns at 16 lanes): codegen
+   * runs the register tile on the full tiles and pads or guards the last. The padded ones are
+   * candidates beside the whole ones, as a whole axis may be the wrong one to vectorize (a
+   * batch of 8 read with a stride next to 77 contiguous columns). */
+  int cand[CWM_MAX_ITERS], nc = 0;
+  for (int k = 0; k < nids; k++) {
+    int e = steps[ids[k]].extent;
+    if (e % lanes == 0 || (e >= 2 * lanes && ((e + lanes - 1) / lanes * lanes - e) * 8 <= e)) cand[nc++] = k;
   }
   if (nids < 2 || nc == 0 || cwm_rng_int(r, 2)) return 0;
   int a = cand[cwm_rng_int(r, nc)];
   cwm_step *va = &steps[ids[a]];
+  int padded = va->extent % lanes != 0;
   int nvec = ((padded || va->extent % (2 * lanes) == 0) && 2 * lanes <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
   int inner[CWM_MAX_ITERS], *div = cwm_xmalloc(sizeof(int) * 2048), ok = 0;
   for (int tries = 0; tries < 64 && !ok; tries++) {

@@ -151,19 +151,28 @@ static void epilogue(cwm_buf *b, int act, const char *inner, const char *bias) {
   if (act != ACT_NONE) cwm_buf_putc(b, ')');
 }
 
+/* "tmp[dims] = body" then "out[dims] = act(inner + bias)" where there is an epilogue, else
+ * "out[dims] = body". */
+static void product_and_epilogue(cwm_buf *b, const char *tmp, const char *dims, const char *body, int act,
+                                 const char *inner, const char *bias) {
+  int epi = bias || act != ACT_NONE;
+  cwm_buf_printf(b, "%s[%s] = %s\n", epi ? tmp : "out", dims, body);
+  if (epi) {
+    cwm_buf_printf(b, "out[%s] = ", dims);
+    epilogue(b, act, inner, bias);
+    cwm_buf_putc(b, '\n');
+  }
+}
+
 static void gen_dense(cwm_buf *b, const spec_vals *s) {
   long long M = val(s, "M"), N = val(s, "N"), K = val(s, "K");
   int bias = (int)val(s, "bias"), act = (int)val(s, "act");
-  int epi = bias || act != ACT_NONE;
+  char dims[64], body[64];
   cwm_buf_printf(b, "input A[%lld, %lld]\ninput W[%lld, %lld] const\n", M, K, N, K);
   if (bias) cwm_buf_printf(b, "input bias[%lld] const\n", N);
-  cwm_buf_printf(b, "%s[i:%lld, j:%lld] = sum(k:%lld : A[i, k] * W[j, k])\n", epi ? "D" : "out",
-                 M, N, K);
-  if (epi) {
-    cwm_buf_printf(b, "out[i:%lld, j:%lld] = ", M, N);
-    epilogue(b, act, "D[i, j]", bias ? "bias[j]" : NULL);
-    cwm_buf_putc(b, '\n');
-  }
+  snprintf(dims, sizeof dims, "i:%lld, j:%lld", M, N);
+  snprintf(body, sizeof body, "sum(k:%lld : A[i, k] * W[j, k])", K);
+  product_and_epilogue(b, "D", dims, body, act, "D[i, j]", bias ? "bias[j]" : NULL);
 }
 
 static void gen_matmul(cwm_buf *b, const spec_vals *s) {
@@ -190,9 +199,21 @@ static void gen_conv(cwm_buf *b, const spec_vals *s, int depthwise) {
   long long K = depthwise ? C : val(s, "K");
   long long R = val(s, "R"), S = val(s, "S"), st = val(s, "stride"), pad = val(s, "pad");
   int bias = (int)val(s, "bias"), act = (int)val(s, "act");
-  int epi = bias || act != ACT_NONE;
   long long OH = (H + 2 * pad - R) / st + 1, OW = (W + 2 * pad - S) / st + 1;
   const char *ko = depthwise ? "c" : "k"; /* output-channel axis */
+  if (!depthwise && R == 1 && S == 1 && st == 1 && pad == 0) {
+    /* A pointwise convolution is a matrix product over the flattened image, and is written as
+     * one: its H x W positions are one contiguous axis (the same memory as NCHW), so a vector
+     * of 8 or 16 positions divides a 28 x 28 image (784) where it divides no 28-wide row. */
+    long long HW = H * W;
+    char dims[80], body[80];
+    cwm_buf_printf(b, "input I[1, %lld, %lld]\ninput Wt[%lld, %lld, 1, 1] const\n", C, HW, K, C);
+    if (bias) cwm_buf_printf(b, "input bias[%lld] const\n", K);
+    snprintf(dims, sizeof dims, "n:1, k:%lld, p:%lld", K, HW);
+    snprintf(body, sizeof body, "sum(rc:%lld : I[n, rc, p] * Wt[k, rc, 0, 0])", C);
+    product_and_epilogue(b, "conv", dims, body, act, "conv[n, k, p]", bias ? "bias[k]" : NULL);
+    return;
+  }
   cwm_buf_printf(b, "input I[1, %lld, %lld, %lld]\n", C, H, W);
   if (depthwise) cwm_buf_printf(b, "input Wt[%lld, 1, %lld, %lld] const\n", C, R, S);
   else cwm_buf_printf(b, "input Wt[%lld, %lld, %lld, %lld] const\n", K, C, R, S);
@@ -205,22 +226,20 @@ static void gen_conv(cwm_buf *b, const spec_vals *s, int depthwise) {
                    "w < %lld, I[n, c, h - %lld, w - %lld], 0)\n",
                    C, H + 2 * pad, W + 2 * pad, pad, H + pad, pad, W + pad, pad, pad);
   }
-  cwm_buf_printf(b, "%s[n:1, %s:%lld, y:%lld, x:%lld] = ", epi ? "conv" : "out", ko, K, OH, OW);
-  if (depthwise) cwm_buf_printf(b, "sum(ry:%lld, rx:%lld : %s[n, c, ", R, S, src);
-  else cwm_buf_printf(b, "sum(rc:%lld, ry:%lld, rx:%lld : %s[n, rc, ", C, R, S, src);
-  window_index(b, "y", st, "ry");
-  cwm_buf_puts(b, ", ");
-  window_index(b, "x", st, "rx");
-  if (depthwise) cwm_buf_puts(b, "] * Wt[c, 0, ry, rx])\n");
-  else cwm_buf_puts(b, "] * Wt[k, rc, ry, rx])\n");
-  if (epi) {
-    char inner[64], bread[32];
-    snprintf(inner, sizeof inner, "conv[n, %s, y, x]", ko);
-    snprintf(bread, sizeof bread, "bias[%s]", ko);
-    cwm_buf_printf(b, "out[n:1, %s:%lld, y:%lld, x:%lld] = ", ko, K, OH, OW);
-    epilogue(b, act, inner, bias ? bread : NULL);
-    cwm_buf_putc(b, '\n');
-  }
+  cwm_buf body;
+  cwm_buf_init(&body);
+  if (depthwise) cwm_buf_printf(&body, "sum(ry:%lld, rx:%lld : %s[n, c, ", R, S, src);
+  else cwm_buf_printf(&body, "sum(rc:%lld, ry:%lld, rx:%lld : %s[n, rc, ", C, R, S, src);
+  window_index(&body, "y", st, "ry");
+  cwm_buf_puts(&body, ", ");
+  window_index(&body, "x", st, "rx");
+  cwm_buf_puts(&body, depthwise ? "] * Wt[c, 0, ry, rx])" : "] * Wt[k, rc, ry, rx])");
+  char dims[96], inner[64], bread[32];
+  snprintf(dims, sizeof dims, "n:1, %s:%lld, y:%lld, x:%lld", ko, K, OH, OW);
+  snprintf(inner, sizeof inner, "conv[n, %s, y, x]", ko);
+  snprintf(bread, sizeof bread, "bias[%s]", ko);
+  product_and_epilogue(b, "conv", dims, body.s, act, inner, bias ? bread : NULL);
+  cwm_buf_free(&body);
 }
 
 static void gen_softmax(cwm_buf *b, const spec_vals *s) {
