@@ -273,8 +273,10 @@ static int register_blocked(const cwm_state *s, int lanes) {
     for (int i = 0; i < sg->niters; i++) has_reduce |= sg->nodes[sg->iters[i]].kind != CWM_IT_SPATIAL;
     if (!has_reduce || sg->niters < 2) continue;
     const cwm_node *last = &sg->nodes[sg->iters[sg->niters - 1]];
-    if (last->ann != CWM_ANN_VECTORIZE || last->extent % lanes) return 0;
-    long acc = last->extent / lanes;
+    /* at 16 lanes, a loop of whole 8-lane vectors is a block of 8-lane ones (56 columns) */
+    int vw = last->extent % lanes == 0 ? lanes : lanes > 8 && last->extent % 8 == 0 ? 8 : 0;
+    if (last->ann != CWM_ANN_VECTORIZE || !vw) return 0;
+    long acc = last->extent / vw;
     for (int i = sg->niters - 2; i >= 0 && sg->nodes[sg->iters[i]].kind == CWM_IT_SPATIAL; i--)
       acc *= sg->nodes[sg->iters[i]].extent;
     return acc >= 4 && acc <= regs * 3 / 4;
@@ -391,6 +393,17 @@ static void test_padded_edge(void) {
   CHECKF(np >= 2, "only %d dense candidates with a padded edge tile", np);
 }
 
+/* Stride-2 reads in a register tile: a strided convolution vectorized along its output width
+ * reads every other input element, two loads and a shuffle (CWM_LOADE). 32 output columns: a
+ * whole number of vectors at 8 and 16 lanes. Such programs are drawn, and they compute the right
+ * thing. */
+static void test_strided_tile(void) {
+  int rem, np = check_sampled_with("dwconv2d C=16 H=20 W=64 R=3 S=3 stride=2 pad=1", 23, "CWM_LOADE", &rem);
+  CHECKF(np >= 2, "only %d depthwise candidates with stride-2 vector loads", np);
+  np = check_sampled_with("conv2d C=4 H=12 W=64 K=16 R=3 S=3 stride=2 pad=1 bias=1 act=relu", 29, "CWM_LOADE", &rem);
+  CHECKF(np >= 2, "only %d convolution candidates with stride-2 vector loads", np);
+}
+
 /* The register-tile prior on a 197 x 1001 x 389 product (197 and 389 prime, 1001 = 7 x 11 x 13):
  * the row tile is drawn padded (2 to 8 rows with a remainder), so a share of the candidates has
  * a register block of several rows instead of one row of vectors. */
@@ -502,6 +515,7 @@ int main(void) {
   test_padded_tile();
   test_padded_edge();
   test_padded_rows();
+  test_strided_tile();
   test_transposed_pack();
   static const char *specs[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",

@@ -32,6 +32,33 @@ static const char vec16_defs[] =
     "  for (int l__ = 0; l__ < 16; l__++) q__[l__ * (s)] = v__[l__]; } while (0)\n"
     "#endif\n";
 
+/* The even elements p[0], p[2] .. of a stride-2 read (a strided convolution's input along its
+ * vectorized output axis), 8 and 16 lanes: two overlapping loads and one shuffle, nothing read
+ * past the last element used. */
+static const char loade8_defs[] =
+    "#ifndef CWM_LOADE_DEFS\n#define CWM_LOADE_DEFS\n"
+    "#if defined(__clang__)\n"
+    "#define CWM_LOADE(p) __builtin_shufflevector((cwm_v8f)CWM_LOADU(p), (cwm_v8f)CWM_LOADU((p) + 7), \\\n"
+    "                                             0, 2, 4, 6, 9, 11, 13, 15)\n"
+    "#else\n"
+    "typedef int cwm_v8ie __attribute__((vector_size(32)));\n"
+    "#define CWM_LOADE(p) __builtin_shuffle((cwm_v8f)CWM_LOADU(p), (cwm_v8f)CWM_LOADU((p) + 7), \\\n"
+    "                                       (cwm_v8ie){0, 2, 4, 6, 9, 11, 13, 15})\n"
+    "#endif\n"
+    "#endif\n";
+
+static const char loade16_defs[] =
+    "#ifndef CWM_LOADE16_DEFS\n#define CWM_LOADE16_DEFS\n"
+    "#if defined(__clang__)\n"
+    "#define CWM_LOADE16(p) __builtin_shufflevector((cwm_v16f)CWM_LOADU16(p), (cwm_v16f)CWM_LOADU16((p) + 15), \\\n"
+    "    0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31)\n"
+    "#else\n"
+    "typedef int cwm_v16ie __attribute__((vector_size(64)));\n"
+    "#define CWM_LOADE16(p) __builtin_shuffle((cwm_v16f)CWM_LOADU16(p), (cwm_v16f)CWM_LOADU16((p) + 15), \\\n"
+    "    (cwm_v16ie){0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31})\n"
+    "#endif\n"
+    "#endif\n";
+
 static const char inreg_defs[] =
     "#ifndef CWM_INREG\n"
     "/* keeps a loaded vector in a register: one load reused by every FMA */\n"
@@ -113,7 +140,10 @@ static const char math_defs[] =
 void lower_put_defs(cwm_buf *b, int used_vec, int used_tr8, int used_math) {
   if (used_vec & 1) cwm_buf_puts(b, vec8_defs);
   if (used_vec & 2) cwm_buf_puts(b, vec16_defs);
-  if (used_vec) cwm_buf_puts(b, inreg_defs);
+  /* a probe of a tile that was not emitted may have asked for the stride-2 loads alone */
+  if ((used_vec & 5) == 5) cwm_buf_puts(b, loade8_defs);
+  if ((used_vec & 10) == 10) cwm_buf_puts(b, loade16_defs);
+  if (used_vec & 3) cwm_buf_puts(b, inreg_defs);
   if (used_tr8) cwm_buf_puts(b, tr8_defs);
   if (used_math) cwm_buf_puts(b, math_defs);
 }

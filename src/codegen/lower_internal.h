@@ -54,7 +54,7 @@ typedef struct {
   cwm_buf *b;
   int par_depth, simd_depth;
   int nbounds; /* named loop bounds emitted so far (unique names) */
-  int used_vec;  /* bit 0: 8-lane vectors, bit 1: 16-lane */
+  int used_vec;  /* bit 0: 8-lane vectors, bit 1: 16-lane; bits 2, 3: their stride-2 loads */
   int vw;        /* lanes of the register tile being emitted (8 or 16) */
   int max_lanes; /* widest vector the tiles may use: 16 with AVX-512, else 8 */
   int used_math; /* cwm_expf / cwm_erff: the definitions go before the kernel */

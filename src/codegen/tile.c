@@ -56,8 +56,10 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
     lin_t idx[RW_MAX_DIMS];
     long dims[RW_MAX_DIMS];
     int nidx = lower_read_index(c, p, e, lenv, idx, dims);
+    /* 0: one value broadcast; 1: contiguous; 2: every other element (a stride-2 convolution's
+     * input), two loads and a shuffle */
     long st = flat_stride(p, leaf, idx, dims, nidx);
-    if (st != 0 && st != 1) return -1;
+    if (st != 0 && st != 1 && st != 2) return -1;
     /* a padded edge tile: a read by a clamped root must be a scalar of an input or a root
      * stage (a vector from a clamped index would run past the row; a local buffer is indexed
      * from its base), unless its layout was rewritten (overshooting parts hold 0) */
@@ -67,8 +69,13 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
     cwm_buf r;
     cwm_buf_init(&r);
     if (st == 1) cwm_buf_puts(&r, c->vw == 16 ? "CWM_LOADU16(&" : "CWM_LOADU(&");
+    if (st == 2) {
+      cwm_buf_puts(&r, c->vw == 16 ? "CWM_LOADE16(&" : "CWM_LOADE(&");
+      c->used_vec |= c->vw == 16 ? 8 : 4;
+    }
     lower_emit_read(c, e, env, &r, 0);
-    if (st == 1) cwm_buf_puts(&r, ")");
+    if (st) cwm_buf_puts(&r, ")");
+    st = st != 0;
     if (c->cse) {
       /* each distinct read once per iteration, into a register temporary */
       int k = 0;

@@ -101,8 +101,8 @@ static int row_lengths(int extent, int max_inner, int *div) {
  * times a few rows on the others, 4 to 3/4 of the vector registers' worth of accumulators) is
  * rare: on a 3x3 convolution about one draw in ten thousand has the 32 x 7 block that reaches
  * oneDNN, and a thousand measurements found at best 16 x 7. For half of the multi-level tiled
- * stages this draws the innermost lengths of the stage's spatial axes that way (one axis, whose
- * extent is a multiple of the lanes, gets one or two vectors; the others' product is bounded)
+ * stages this draws the innermost lengths of the stage's spatial axes that way (one axis, a
+ * whole number of vectors or padded to one, gets one or two vectors; the others' product is bounded)
  * and the outer levels uniformly, and sets *vec_root to the axis to vectorize (init_vectorize
  * moves it innermost). Returns 1 when it drew, 0 when the stage keeps Ansor's draw. */
 static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const cwm_space_opts *o,
@@ -114,16 +114,20 @@ static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const c
    * runs the register tile on the full tiles and pads or guards the last. The padded ones are
    * candidates beside the whole ones, as a whole axis may be the wrong one to vectorize (a
    * batch of 8 read with a stride next to 77 contiguous columns). */
-  int cand[CWM_MAX_ITERS], nc = 0;
+  int cand[CWM_MAX_ITERS], vl[CWM_MAX_ITERS], nc = 0;
   for (int k = 0; k < nids; k++) {
     int e = steps[ids[k]].extent;
+    vl[k] = lanes;
     if (e % lanes == 0 || (e >= 2 * lanes && ((e + lanes - 1) / lanes * lanes - e) * 8 <= e)) cand[nc++] = k;
+    /* at 16 lanes, an axis that is a whole number of 8-lane vectors (56, a stride-2 output
+     * of 112) gets 8-lane ones, as codegen then emits */
+    else if (lanes > 8 && e % 8 == 0) vl[k] = 8, cand[nc++] = k;
   }
   if (nids < 2 || nc == 0 || cwm_rng_int(r, 2)) return 0;
   int a = cand[cwm_rng_int(r, nc)];
   cwm_step *va = &steps[ids[a]];
-  int padded = va->extent % lanes != 0;
-  int nvec = ((padded || va->extent % (2 * lanes) == 0) && 2 * lanes <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
+  int v = vl[a], padded = va->extent % v != 0;
+  int nvec = ((padded || va->extent % (2 * v) == 0) && 2 * v <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
   int inner[CWM_MAX_ITERS], *div = cwm_xmalloc(sizeof(int) * 2048), ok = 0;
   for (int tries = 0; tries < 64 && !ok; tries++) {
     long prod = nvec;
@@ -137,7 +141,7 @@ static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const c
   }
   free(div);
   if (!ok) return 0;
-  inner[a] = nvec * lanes;
+  inner[a] = nvec * v;
   for (int k = 0; k < nids; k++) {
     cwm_step *st = &steps[ids[k]];
     int outer[CWM_MAX_SPLIT];
