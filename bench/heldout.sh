@@ -5,6 +5,7 @@
 #
 # usage: bench/heldout.sh [--cwm PATH] [--anchors PATH] [--trials N] [--threads T] [--repeats R]
 #                         [--model M] [--ids a,b,...] [--suite FILE] [--out DIR] [--before PATH] [--readme FILE]
+#                         [--marker NAME]
 # For each row it tunes N trials (default 64) with the model (default world) and T threads
 # (default 1), logging to DIR/ID.jsonl (a rerun resumes: raise --trials to go on), and exports the
 # best schedule. Then, R times (default 3), row after row, it times oneDNN's kernel (anchors_main,
@@ -15,7 +16,8 @@
 # the same per kind of layer. --before PATH: a second cwm (built from an older commit) tunes and is
 # re-timed the same way, interleaved, its logs under DIR/before: the tables gain its figures, the
 # code generator's before and after in one run. --readme FILE: the Markdown tables replace what
-# FILE holds between the lines <!-- heldout:begin --> and <!-- heldout:end -->.
+# FILE holds between the lines <!-- heldout:begin --> and <!-- heldout:end --> (--marker NAME:
+# <!-- NAME:begin --> and <!-- NAME:end -->, so that a file can hold several such tables).
 # Keep the machine quiet while it runs: nothing else timed or built.
 set -eu
 CWM=build/cwm
@@ -29,12 +31,13 @@ SUITE=data/heldout_realnet.tsv
 OUT=bench-out/heldout
 BEFORE=""
 README=""
+MARKER=heldout
 usage() { sed -n '5,6p' "$0" | sed 's/^# //'; }
 while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
     --*=*) val=${opt#*=}; opt=${opt%%=*}; shift ;;
-    --help|-h) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --*) [ $# -ge 2 ] || { echo "heldout.sh: $opt needs a value; see bench/heldout.sh --help" >&2; exit 2; }
          val=$2; shift 2 ;;
     *) echo "heldout.sh: unexpected '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
@@ -42,7 +45,7 @@ while [ $# -gt 0 ]; do
   case $opt in
     --cwm) CWM=$val ;; --anchors) ANCHORS=$val ;; --trials) TRIALS=$val ;; --threads) THREADS=$val ;;
     --repeats) REPEATS=$val ;; --model) MODEL=$val ;; --ids) IDS=$val ;; --suite) SUITE=$val ;;
-    --out) OUT=$val ;; --before) BEFORE=$val ;; --readme) README=$val ;;
+    --out) OUT=$val ;; --before) BEFORE=$val ;; --readme) README=$val ;; --marker) MARKER=$val ;;
     *) echo "heldout.sh: unknown option '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
   esac
 done
@@ -53,8 +56,9 @@ done
 [ -x "$ANCHORS" ] || { echo "heldout.sh: no anchors_main at $ANCHORS (--anchors; built with libdnnl-dev)" >&2; exit 2; }
 [ -r "$SUITE" ] || { echo "heldout.sh: cannot read $SUITE" >&2; exit 2; }
 [ -z "$BEFORE" ] || [ -x "$BEFORE" ] || { echo "heldout.sh: no cwm at $BEFORE (--before)" >&2; exit 2; }
-[ -z "$README" ] || grep -q '^<!-- heldout:begin -->$' "$README" ||
-  { echo "heldout.sh: $README has no line <!-- heldout:begin --> (--readme)" >&2; exit 2; }
+case $MARKER in *[!A-Za-z0-9_-]*|'') echo "heldout.sh: --marker takes letters, digits, - and _" >&2; exit 2 ;; esac
+[ -z "$README" ] || grep -q "^<!-- $MARKER:begin -->\$" "$README" ||
+  { echo "heldout.sh: $README has no line <!-- $MARKER:begin --> (--readme, --marker)" >&2; exit 2; }
 mkdir -p "$OUT"
 export CWM_SUITE="$SUITE"
 TAB=$(printf '\t')
@@ -154,9 +158,9 @@ table < "$OUT/heldout.tsv"
 echo
 table < "$OUT/summary.tsv"
 if [ -n "$README" ]; then
-  awk -v md="$OUT/heldout.md" '
-    $0 == "<!-- heldout:begin -->" { print; while ((getline l < md) > 0) print l; skip = 1; next }
-    $0 == "<!-- heldout:end -->" { skip = 0 }
+  awk -v md="$OUT/heldout.md" -v m="$MARKER" '
+    $0 == "<!-- " m ":begin -->" { print; while ((getline l < md) > 0) print l; skip = 1; next }
+    $0 == "<!-- " m ":end -->" { skip = 0 }
     !skip { print }' "$README" > "$README.tmp.$$" && mv "$README.tmp.$$" "$README"
   echo "heldout: rewrote the table in $README"
 fi

@@ -36,4 +36,11 @@ grep -q 'stale table' "$T/README.md" && fail "the old table is still there"
 printf 'no markers\n' > "$T/R2.md"
 if sh bench/heldout.sh --cwm "$T/cwm_new" --anchors "$T/anchors" --readme "$T/R2.md" > "$T/log2" 2>&1; then fail "no markers accepted"; fi
 grep -q 'has no line <!-- heldout:begin -->' "$T/log2" || fail "unclear error: $(cat "$T/log2")"
+# --marker: the table goes between its own markers, another table's stay as they were
+printf 'a\n<!-- heldout:begin -->\nfirst\n<!-- heldout:end -->\n<!-- all-50:begin -->\nsecond\n<!-- all-50:end -->\n' > "$T/R3.md"
+sh bench/heldout.sh --cwm "$T/cwm_new" --anchors "$T/anchors" --repeats 1 --ids clip_qkv --out "$T/out3" \
+  --readme "$T/R3.md" --marker all-50 > "$T/log3" || fail "--marker run failed: $(cat "$T/log3")"
+grep -q '^first$' "$T/R3.md" || fail "--marker replaced the other table"
+grep -q '^second$' "$T/R3.md" && fail "--marker left its own table"
+grep -q '^| clip_qkv | odd-sized matmul | 10.00 | 20.00 | 2.000 |' "$T/R3.md" || fail "--marker wrote no row"
 echo "heldout_test: ok"
