@@ -434,6 +434,10 @@ static void test_padded_rows(void) {
 static void test_transposed_pack(void) {
   int rem, np = check_sampled_with("batch_matmul B=2 M=8 N=32 K=24", 4, "cwm_tr8(r__)", &rem);
   CHECKF(np >= 2, "only %d candidates with a transposed runtime pack", np);
+  /* 77 columns in padded panels: the blocks inside are transposed, those across the edge copied
+   * with the padding's condition */
+  np = check_sampled_with("batch_matmul B=2 M=12 N=77 K=16", 5, "inside__", &rem);
+  CHECKF(np >= 2, "only %d candidates with a padded transposed runtime pack", np);
 }
 
 /* Ansor's common-root compute location: a softmax's exponentials (read by the sum and by the

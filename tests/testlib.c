@@ -34,5 +34,6 @@ cwm_measure_opts test_measure_opts(double min_repeat_ms) {
   test_env_measure(&mo);
   mo.repeats = 1;
   mo.min_repeat_ms = min_repeat_ms;
+  mo.guard_pages = 1; /* a kernel that reads past an argument faults */
   return mo;
 }

@@ -60,6 +60,10 @@ typedef struct {
   int build_jobs;         /* parallel compiler processes; default = online CPUs */
   int batch;              /* kernels per compiler invocation; default 4 */
   int check;              /* compare against the reference; default 1 */
+  int guard_pages;        /* each argument ends within 60 bytes of an inaccessible page, so that a
+                             kernel reading or writing past it dies (a runtime error) instead of
+                             reading the next buffer; default 0 (tests set it; the timed layout
+                             is that of aligned_alloc) */
   double tol;             /* tolerance factor, see cwm_measure_check; default 1e-5 */
   const char *cc;         /* default "gcc" */
   const char *cflags;     /* default "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared" */

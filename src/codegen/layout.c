@@ -410,8 +410,12 @@ void lower_emit_pack(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char
 /* A runtime pack whose innermost dim J is read with a stride and another dim K contiguously (a
  * transposition, as a batch matrix product's second operand given as [B,N,K] is copied into
  * [.., K, N] panels): 8 x 8 blocks loaded as 8 rows along K, transposed in registers and stored
- * as 8 rows along J, about four times faster than copying element by element. Returns 0 (emits
- * nothing) when the pack is not of that kind: a padded dim, or J or K not a multiple of 8. */
+ * as 8 rows along J, about four times faster than copying element by element. Where the new
+ * layout pads (77 columns in panels of 32), a block that the padding condition holds for at its
+ * four corners lies wholly inside (the condition is a conjunction of linear bounds, so the set
+ * where it holds is convex) and is transposed; the others are copied element by element with
+ * the condition. Returns 0 (emits nothing) when the pack is not of that kind: J or K not a
+ * multiple of 8, or a condition with a division. */
 static int emit_runtime_pack_transposed(ctx_t *c, const rewrite_t *rw, const cwm_op *in, const char *nm,
                                         cwm_buf *o) {
   const cwm_stage *ust = &c->s->stages[rw->stage];
@@ -430,7 +434,7 @@ static int emit_runtime_pack_transposed(ctx_t *c, const rewrite_t *rw, const cwm
   if (K < 0 || src[J] <= 1) return 0;
   cwm_buf idx, cond, dst;
   pack_source_index(c, rw, in, &idx, &cond);
-  int ok = cond.len == 0;
+  int ok = cond.len == 0 || (!strchr(cond.s, '/') && !strchr(cond.s, '%'));
   cwm_buf_init(&dst);
   for (int d = 0; d < n; d++) cwm_buf_printf(&dst, "%sd__%d*%ldL", d ? " + " : "", d, rw->stride[d]);
   if (ok) {
@@ -453,18 +457,49 @@ static int emit_runtime_pack_transposed(ctx_t *c, const rewrite_t *rw, const cwm
     cwm_buf_printf(o, "for (long d__%d = 0; d__%d < %ld; d__%d += 8)\n", K, K, rw->extent[K], K);
     cwm_buf_indent(o, depth);
     cwm_buf_printf(o, "for (long d__%d = 0; d__%d < %ld; d__%d += 8) {\n", J, J, rw->extent[J], J);
-    cwm_buf_indent(o, depth + 1);
+    int ind = depth + 1;
+    /* the block's element (K + a, J + b): the loop variables shadowed in a block of their own,
+     * from copies (an initializer would see the shadowing name itself) */
+    char at[200];
+    snprintf(at, sizeof at, "const long d__%d __attribute__((unused)) = k0__ + a__, d__%d __attribute__((unused)) = j0__ + b__;",
+             K, J);
+    if (cond.len) {
+      cwm_buf_indent(o, ind);
+      cwm_buf_printf(o, "const long k0__ = d__%d, j0__ = d__%d;\n", K, J);
+      cwm_buf_indent(o, ind);
+      cwm_buf_puts(o, "int inside__ = 1;\n");
+      cwm_buf_indent(o, ind);
+      cwm_buf_printf(o, "for (long a__ = 0; a__ < 8; a__ += 7)\n");
+      cwm_buf_indent(o, ind + 1);
+      cwm_buf_printf(o, "for (long b__ = 0; b__ < 8; b__ += 7) { %s inside__ &= (%s) ? 1 : 0; }\n", at, cond.s);
+      cwm_buf_indent(o, ind);
+      cwm_buf_puts(o, "if (inside__) {\n");
+      ind++;
+    }
+    cwm_buf_indent(o, ind);
     cwm_buf_printf(o, "const float *s__ = &%s[%s];\n", nm, idx.len ? idx.s : "0");
-    cwm_buf_indent(o, depth + 1);
+    cwm_buf_indent(o, ind);
     cwm_buf_printf(o, "float *p__ = &%s__packed[%s];\n", nm, dst.s);
-    cwm_buf_indent(o, depth + 1);
+    cwm_buf_indent(o, ind);
     cwm_buf_puts(o, "cwm_v8f r__[8];\n");
-    cwm_buf_indent(o, depth + 1);
+    cwm_buf_indent(o, ind);
     cwm_buf_printf(o, "for (int i__ = 0; i__ < 8; i__++) r__[i__] = CWM_LOADU(s__ + (long)i__ * %ld);\n", src[J]);
-    cwm_buf_indent(o, depth + 1);
+    cwm_buf_indent(o, ind);
     cwm_buf_puts(o, "cwm_tr8(r__);\n");
-    cwm_buf_indent(o, depth + 1);
+    cwm_buf_indent(o, ind);
     cwm_buf_printf(o, "for (int i__ = 0; i__ < 8; i__++) CWM_STOREU(p__ + (long)i__ * %ld, r__[i__]);\n", rw->stride[K]);
+    if (cond.len) {
+      /* a block across the padding's edge, element by element */
+      cwm_buf_indent(o, ind - 1);
+      cwm_buf_puts(o, "} else {\n");
+      cwm_buf_indent(o, ind);
+      cwm_buf_puts(o, "for (long a__ = 0; a__ < 8; a__++)\n");
+      cwm_buf_indent(o, ind + 1);
+      cwm_buf_printf(o, "for (long b__ = 0; b__ < 8; b__++) { %s %s__packed[%s] = (%s) ? %s[%s] : 0.0f; }\n", at, nm,
+                     dst.s, cond.s, nm, idx.len ? idx.s : "0");
+      cwm_buf_indent(o, ind - 1);
+      cwm_buf_puts(o, "}\n");
+    }
     cwm_buf_indent(o, depth);
     cwm_buf_puts(o, "}\n");
     c->used_vec |= 1;

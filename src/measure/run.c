@@ -179,10 +179,14 @@ static double time_calls(kernel_fn fn, float *const *args, long number) {
   return now_s() - t0;
 }
 
-/* A 64-byte aligned block of len floats for argument i, or the child reports that it could not. */
-static float *child_alloc(int wfd, child_msg *m, long len, int i) {
-  size_t bytes = ((size_t)(len > 0 ? len : 1) * sizeof(float) + 63) & ~(size_t)63;
-  float *a = aligned_alloc(64, bytes);
+/* A 64-byte aligned block of len floats for argument i, or the child reports that it could not.
+ * guard: it ends where an inaccessible page begins, so a read past it faults (never freed). */
+static float *child_alloc(int wfd, child_msg *m, long len, int i, int guard) {
+  size_t bytes = ((size_t)(len > 0 ? len : 1) * sizeof(float) + 63) & ~(size_t)63, page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t span = guard ? (bytes + page - 1) / page * page : 0;
+  unsigned char *g = guard ? mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : NULL;
+  float *a = !guard ? aligned_alloc(64, bytes)
+             : g != MAP_FAILED && !mprotect(g + span, page, PROT_NONE) ? (float *)(void *)(g + span - bytes) : NULL;
   if (!a) {
     m->error = CWM_MERR_RUNTIME;
     snprintf(m->msg, sizeof m->msg, "cannot allocate %.1f MiB for argument %d within the memory limit",
@@ -258,8 +262,8 @@ static void child_args(int wfd, child_msg *m, void *h, const cwm_measure_opts *o
     int is_out = i == nargs - 1;
     int packed = !is_out && c->pack_entry && c->src_len[i] > 0;
     long len = c->arg_len[i] > 0 ? c->arg_len[i] : 1;
-    args[i] = is_out && shared_out ? shared_out : child_alloc(wfd, m, len, i);
-    src[i] = packed ? child_alloc(wfd, m, c->src_len[i], i) : args[i];
+    args[i] = is_out && shared_out ? shared_out : child_alloc(wfd, m, len, i, o->guard_pages);
+    src[i] = packed ? child_alloc(wfd, m, c->src_len[i], i, o->guard_pages) : args[i];
     if (is_out || packed) /* an element the kernel (or the conversion) misses stays NaN */
       for (long j = 0; j < len; j++) args[i][j] = NAN;
     if (!is_out) cwm_measure_fill(src[i], packed ? c->src_len[i] : len, o->seed, i);
@@ -275,8 +279,7 @@ static void child_args(int wfd, child_msg *m, void *h, const cwm_measure_opts *o
     void (*pack)(float *const *, float *const *);
     memcpy(&pack, &psym, sizeof pack);
     pack(src, args);
-    for (int i = 0; i < nargs; i++)
-      if (src[i] != args[i]) free(src[i]);
+    for (int i = 0; i < nargs && !o->guard_pages; i++) if (src[i] != args[i]) free(src[i]);
   }
 }
 
