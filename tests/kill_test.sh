@@ -15,11 +15,12 @@ trap 'rm -rf "$T"' EXIT
 export CWM_CACHE_DIR="$T/cache"
 fail() { echo "kill_test: $*"; [ -s "$T/tune.err" ] && tail -5 "$T/tune.err"; exit 1; }
 W="dense M=16 N=24 K=32 bias=1 act=relu"
-tune() { # $1: trials
-  "$CWM" tune --workload "$W" --model random --trials "$1" --per-round 2 --population 16 --generations 1 \
+tune_exec() { # $1: trials; cwm replaces the (sub)shell that calls this, so that its pid is cwm's
+  exec "$CWM" tune --workload "$W" --model random --trials "$1" --per-round 2 --population 16 --generations 1 \
     --repeats 1 --min-repeat-ms 1 --confirm 0 --log "$T/L.jsonl" --export "$T/D" --name k \
     --summary "$T/S.json" --quiet > "$T/tune.out" 2> "$T/tune.err"
 }
+tune() { (tune_exec "$1"); }
 whole_records() { # lines of the log that are whole JSON objects; fails on a broken line that is not the last
   python3 - "$T/L.jsonl" <<'EOP'
 import json, sys
@@ -47,8 +48,8 @@ k=0
 while [ $k -lt "$ROUNDS" ]; do
   k=$((k + 1))
   before=$(whole_records) || fail "round $k: the log before the kill: $before"
-  tune $((4 + 2 * k)) & # --trials counts the resumed records: 2 new ones a round
-  pid=$!
+  tune_exec $((4 + 2 * k)) & # --trials counts the resumed records: 2 new ones a round
+  pid=$!                      # cwm itself (a killed shell around it would leave it running)
   delay=$(awk -v r="$(od -An -N2 -tu2 /dev/urandom)" -v ms="$ms" 'BEGIN { printf "%.3f", (r % ms) / 1000 }')
   sleep "$delay"
   kill -9 $pid 2> /dev/null || true
