@@ -16,6 +16,7 @@
  * width stay in the hardware parameters). */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "cwm/dataset.h"
 #include "env.h"
 
 #include <cJSON.h>
@@ -144,18 +145,6 @@ int cli_log_workload(const cli_logset *s, const char *spec, const char *suite, c
 
 /* ---- the Ansor form of an op-library workload ------------------------------------------------ */
 
-/* 1 if spec's workload has the key `key`. */
-static int spec_is(const char *spec, const char *key) {
-  cwm_err e = {0};
-  char *text = cwm_op_to_text(spec, &e);
-  cwm_workload *w = text ? cwm_workload_parse(text, &e) : NULL;
-  free(text);
-  char k[17] = "";
-  if (w) cwm_workload_key(w, k);
-  cwm_workload_free(w);
-  return !strcmp(k, key);
-}
-
 /* json.dumps(["cwm_<op>", values...]) of a spec "op k=v ...": numbers bare, words quoted. */
 static void spec_to_key(const char *spec, char *out, size_t n) {
   cwm_buf b;
@@ -172,65 +161,13 @@ static void spec_to_key(const char *spec, char *out, size_t n) {
   cwm_buf_free(&b);
 }
 
-/* The specs an op's input shapes allow, with bias, activation, padding and stride guessed; each
- * guess is checked by its workload key, so a wrong one costs a parse and never a wrong answer. */
-static int try_op(const cwm_workload *w, const char *key, const char *text, char *spec, size_t n) {
-  static const char *const acts[] = {"none", "relu", "gelu"};
-  const cwm_op *in[3] = {NULL, NULL, NULL};
-  int nin = 0, pad = 0;
-  for (int i = 0; i < w->nops && nin < 3; i++)
-    if (w->ops[i].is_input) in[nin++] = &w->ops[i];
-  if (nin == 0) return 0;
-  const int *a = in[0]->shape, *b = nin > 1 ? in[1]->shape : NULL;
-  int da = in[0]->ndim, db = nin > 1 ? in[1]->ndim : 0;
-  for (int i = 0; i < w->nops; i++)
-    if (!strcmp(w->ops[i].name, "P") && w->ops[i].ndim == 4 && da == 4) pad = (w->ops[i].shape[2] - a[2]) / 2;
-  const char *st = strstr(text, "y * ");
-  int stride = st ? atoi(st + 4) : 1;
-  for (int bias = 0; bias < 2; bias++)
-    for (int act = 0; act < 3; act++) {
-      if (da == 2 && db == 2) {
-        snprintf(spec, n, "dense M=%d N=%d K=%d bias=%d act=%s", a[0], b[0], a[1], bias, acts[act]);
-        if (spec_is(spec, key)) return 1;
-      }
-      if (da == 4 && db == 4 && b[1] == 1) {
-        snprintf(spec, n, "dwconv2d C=%d H=%d W=%d R=%d S=%d stride=%d pad=%d bias=%d act=%s", a[1], a[2], a[3], b[2],
-                 b[3], stride, pad, bias, acts[act]);
-        if (spec_is(spec, key)) return 1;
-      }
-      /* a pointwise convolution is written over its flattened image, the same for every H x W
-       * of the same size: the squarest (28 x 28 for 784) */
-      int sq = 1;
-      while ((long)(sq + 1) * (sq + 1) <= a[2]) sq++;
-      for (int h = sq; da == 3 && db == 4 && b[2] == 1 && b[3] == 1 && h >= 1; h--) {
-        if (a[2] % h) continue;
-        snprintf(spec, n, "conv2d C=%d H=%d W=%d K=%d R=1 S=1 stride=1 pad=0 bias=%d act=%s", a[1], h, a[2] / h, b[0],
-                 bias, acts[act]);
-        if (spec_is(spec, key)) return 1;
-      }
-      if (da == 4 && db == 4) {
-        snprintf(spec, n, "conv2d C=%d H=%d W=%d K=%d R=%d S=%d stride=%d pad=%d bias=%d act=%s", a[1], a[2], a[3],
-                 b[0], b[2], b[3], stride, pad, bias, acts[act]);
-        if (spec_is(spec, key)) return 1;
-      }
-    }
-  if (da == 2 && db == 2) snprintf(spec, n, "matmul M=%d N=%d K=%d", a[0], b[1], a[1]);
-  else if (da == 3 && db == 3) snprintf(spec, n, "batch_matmul B=%d M=%d N=%d K=%d", a[0], a[1], b[1], a[2]);
-  else if (da == 3) snprintf(spec, n, "softmax B=%d M=%d N=%d", a[0], a[1], a[2]);
-  else if (da == 2) snprintf(spec, n, "layernorm M=%d N=%d", a[0], a[1]);
-  else return 0;
-  return spec_is(spec, key);
-}
-
 /* The Ansor workload key of an op-library workload into out; 0 when w is not one. */
 static int ansor_key(const cwm_workload *w, char *out, size_t n) {
-  char key[17], spec[256];
-  cwm_workload_key(w, key);
-  char *text = cwm_workload_print(w);
-  int ok = try_op(w, key, text, spec, sizeof spec);
-  free(text);
-  if (ok) spec_to_key(spec, out, n);
-  return ok;
+  char spec[256];
+  cwm_err e = {0};
+  if (cwm_workload_spec(w, spec, sizeof spec, &e)) return 0;
+  spec_to_key(spec, out, n);
+  return 1;
 }
 
 /* The Ansor key of a record's workload text (cached per key: a log repeats a few workloads). */

@@ -140,10 +140,9 @@ static const char math_defs[] =
 void lower_put_defs(cwm_buf *b, int used_vec, int used_tr8, int used_math) {
   if (used_vec & 1) cwm_buf_puts(b, vec8_defs);
   if (used_vec & 2) cwm_buf_puts(b, vec16_defs);
-  /* a probe of a tile that was not emitted may have asked for the stride-2 loads alone */
-  if ((used_vec & 5) == 5) cwm_buf_puts(b, loade8_defs);
-  if ((used_vec & 10) == 10) cwm_buf_puts(b, loade16_defs);
-  if (used_vec & 3) cwm_buf_puts(b, inreg_defs);
+  if (used_vec & 4) cwm_buf_puts(b, loade8_defs);
+  if (used_vec & 8) cwm_buf_puts(b, loade16_defs);
+  if (used_vec) cwm_buf_puts(b, inreg_defs);
   if (used_tr8) cwm_buf_puts(b, tr8_defs);
   if (used_math) cwm_buf_puts(b, math_defs);
 }

@@ -71,7 +71,7 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
     if (st == 1) cwm_buf_puts(&r, c->vw == 16 ? "CWM_LOADU16(&" : "CWM_LOADU(&");
     if (st == 2) {
       cwm_buf_puts(&r, c->vw == 16 ? "CWM_LOADE16(&" : "CWM_LOADE(&");
-      c->used_vec |= c->vw == 16 ? 8 : 4;
+      if (c->cse) c->used_vec |= c->vw == 16 ? 8 : 4; /* emitted, not a plan's probe */
     }
     lower_emit_read(c, e, env, &r, 0);
     if (st) cwm_buf_puts(&r, ")");
