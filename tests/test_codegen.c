@@ -19,6 +19,7 @@ static const char *SMALL[] = {
     "matmul M=16 N=16 K=16",
     "matmul M=15 N=17 K=13",
     "batch_matmul B=3 M=8 N=9 K=7",
+    "batch_matmul B=2 M=1 N=10 K=21",
     "softmax B=2 M=5 N=17",
     "layernorm M=6 N=33",
     "conv2d C=3 H=15 W=13 K=4 R=7 S=7 stride=2 pad=3 bias=1 act=relu",

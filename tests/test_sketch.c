@@ -404,6 +404,19 @@ static void test_strided_tile(void) {
   CHECKF(np >= 2, "only %d convolution candidates with stride-2 vector loads", np);
 }
 
+/* Reductions over the innermost loops accumulate in a local scalar under `omp simd reduction`
+ * (codegen accum.c): a softmax's maximum and sum over a row of prime length, a layer norm's
+ * sums, and the dot products of a decode-time attention (one row, the reduction contiguous).
+ * Such programs are drawn, and they and their mutants compute the right thing. */
+static void test_simd_reduction(void) {
+  int rem, np = check_sampled_with("softmax B=3 M=5 N=37", 31, "omp simd reduction(max:", &rem);
+  CHECKF(np >= 4, "only %d softmax candidates with a vectorized maximum", np);
+  np = check_sampled_with("layernorm M=6 N=41", 37, "omp simd reduction(+:", &rem);
+  CHECKF(np >= 4, "only %d layer norm candidates with a vectorized sum", np);
+  np = check_sampled_with("batch_matmul B=2 M=1 N=20 K=37", 41, "omp simd reduction(+:", &rem);
+  CHECKF(np >= 2, "only %d single-row batch matmul candidates with a vectorized dot product", np);
+}
+
 /* The register-tile prior on a 197 x 1001 x 389 product (197 and 389 prime, 1001 = 7 x 11 x 13):
  * the row tile is drawn padded (2 to 8 rows with a remainder), so a share of the candidates has
  * a register block of several rows instead of one row of vectors. */
@@ -520,6 +533,7 @@ int main(void) {
   test_padded_edge();
   test_padded_rows();
   test_strided_tile();
+  test_simd_reduction();
   test_transposed_pack();
   static const char *specs[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",

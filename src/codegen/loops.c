@@ -27,8 +27,7 @@ void lower_append_split_guard(ctx_t *c, int p, int node, cwm_buf *o) {
   cwm_buf_free(&v);
 }
 
-/* Guard condition of stage p (spatial roots only when init), or empty. */
-static char *guard_cond(ctx_t *c, int p, int init) {
+char *lower_guard_cond(ctx_t *c, int p, int init) {
   const cwm_op *b = body_op(c, p);
   cwm_buf o;
   cwm_buf_init(&o);
@@ -106,7 +105,7 @@ void lower_emit_init_stmt(ctx_t *c, int p, int depth) {
   cwm_buf_init(&o);
   lower_emit_store_target(c, p, &o);
   cwm_buf_printf(&o, " = %s", lower_init_value(c, b->reduce));
-  char *cond = guard_cond(c, p, 1);
+  char *cond = lower_guard_cond(c, p, 1);
   emit_guarded(c, depth, cond, o.s);
   free(cond);
   cwm_buf_free(&o);
@@ -127,12 +126,13 @@ void lower_emit_update_stmt_with(ctx_t *c, int p, int depth, const cwm_expr *bod
   cwm_buf_init(&tgt);
   cwm_buf_init(&o);
   lower_emit_expr(c, body, env, &val, 0);
-  lower_emit_store_target(c, p, &tgt);
+  if (c->acc_on && c->acc_stage == p) cwm_buf_puts(&tgt, c->acc_name);
+  else lower_emit_store_target(c, p, &tgt);
   if (b->reduce == CWM_RED_NONE) cwm_buf_printf(&o, "%s = %s", tgt.s, val.s);
   else if (c->text) cwm_buf_printf(&o, "%s %s= %s", tgt.s, b->reduce == CWM_RED_SUM ? "+" : b->reduce == CWM_RED_MAX ? "max" : "min", val.s);
   else if (b->reduce == CWM_RED_SUM) cwm_buf_printf(&o, "%s = %s + %s", tgt.s, tgt.s, val.s);
   else cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, lower_fn_c(c, b->reduce == CWM_RED_MAX ? CWM_FN_MAX : CWM_FN_MIN), tgt.s, val.s);
-  char *cond = guard_cond(c, p, 0);
+  char *cond = lower_guard_cond(c, p, 0);
   emit_guarded(c, depth, cond, o.s);
   free(cond);
   c->cur_stage = -1;
@@ -240,7 +240,15 @@ static int open_loop_(ctx_t *c, int p, int pos, int depth, int in_init) {
     lower_line(c, depth, "const int %s = %s;", bnd, e);
     free(e);
   }
-  if (ann == CWM_ANN_PARALLEL && c->par_depth == 0 && c->simd_depth == 0 && n->extent > 1) {
+  int acc = c->acc_on && c->acc_stage == p && !in_init; /* a loop around accum.c's scalar */
+  if (acc && pos == c->acc_vpos && c->simd_depth == 0) {
+    lower_line(c, depth, "#pragma omp simd reduction(%s:%s)",
+               body_op(c, p)->reduce == CWM_RED_SUM ? "+" : body_op(c, p)->reduce == CWM_RED_MAX ? "max" : "min", c->acc_name);
+    c->simd_depth++;
+    par = 2;
+  } else if (acc && ann == CWM_ANN_VECTORIZE) {
+    /* a simd loop without the reduction clause would race on the scalar */
+  } else if (ann == CWM_ANN_PARALLEL && c->par_depth == 0 && c->simd_depth == 0 && n->extent > 1) {
     lower_line(c, depth, "#pragma omp parallel for");
     c->par_depth++;
     par = 1;

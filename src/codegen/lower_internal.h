@@ -78,6 +78,10 @@ typedef struct {
   int failed;
   struct rewrite_s *rw[CWM_MAX_OPS]; /* constant inputs stored in the layout their reader reads */
   int cur_stage;                     /* the stage whose statement is being emitted, or -1 */
+  /* a reduction accumulating in a local scalar (accum.c) while acc_on: its stage, the loop
+   * position that carries `omp simd reduction` (-1: none) and the scalar's name */
+  int acc_on, acc_stage, acc_vpos;
+  char acc_name[32];
 } ctx_t;
 
 static inline const cwm_op *tensor_op(ctx_t *c, int tid) { return cwm_dag_tensor(c->s->dag, tid); }
@@ -161,6 +165,8 @@ void lower_emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int de
 
 void lower_line(ctx_t *c, int depth, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lower_append_split_guard(ctx_t *c, int p, int node, cwm_buf *o);
+/* The guard condition of stage p's statement (spatial roots only when init), or empty; owned. */
+char *lower_guard_cond(ctx_t *c, int p, int init);
 void lower_emit_store_target(ctx_t *c, int p, cwm_buf *o);
 const char *lower_init_value(ctx_t *c, cwm_reduce r);
 void lower_emit_init_stmt(ctx_t *c, int p, int depth);
@@ -178,6 +184,8 @@ void lower_emit_stage_ref(ctx_t *c, int p, int depth);
 /* ---- tile.c: register tiles ---- */
 
 int lower_reduction_outside_is_trivial(const cwm_stage *st, int pos);
+/* Flattened-index stride of leaf node `leaf` of stage p in an index over dims, or -1 if unknown. */
+long lower_flat_stride(int p, int leaf, const lin_t *idx, const long *dims, int nidx);
 /* The modes of a register tile: a stage without guards; a guarded stage's tile where it lies
  * wholly inside the guards (tested at run time: lower_tile_inside_cond); a guarded stage's tile
  * run whole where it crosses the edge (padded: see tile.c). */
@@ -190,6 +198,16 @@ int lower_try_register_tile(ctx_t *c, int p, int pos, int depth, int mode);
 int lower_padded_needs_zero(ctx_t *c, int p);
 /* Whether some stage is attached in stage p at one of its loop positions from..to. */
 int lower_attached_in_loops(const ctx_t *c, int p, int from, int to);
+
+/* ---- accum.c: a reduction's innermost loops around a local scalar ---- */
+
+/* The position where stage p's trailing reduction loops start accumulating in a local scalar,
+ * or -1 (see accum.c); *vpos: the loop that gets `omp simd reduction`, or -1. */
+int lower_accum_plan(ctx_t *c, int p, int *vpos);
+/* Before the loop at position start: declares the scalar, loaded from the store target. */
+void lower_accum_begin(ctx_t *c, int p, int vpos, int depth);
+/* After that loop closed: stores the scalar back. */
+void lower_accum_end(ctx_t *c, int p, int depth);
 
 /* ---- partition.c: a select's innermost loop split where its condition holds ---- */
 

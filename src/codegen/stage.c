@@ -107,8 +107,10 @@ void lower_emit_stage(ctx_t *c, int p, int depth) {
         break;
       }
   }
+  int vpos, acc = lower_accum_plan(c, p, &vpos);
   for (int pos = 0; pos < st->niters; pos++) {
     if (pos == first_red && !skip_init) emit_init_nest(c, p, pos, d);
+    if (pos == acc) lower_accum_begin(c, p, vpos, d);
     rtile_t rt;
     int done = lower_try_register_tile(c, p, pos, d, TILE_PLAIN);
     if (!done && lower_register_tile_plan(c, p, pos, &rt, TILE_INSIDE)) {
@@ -148,6 +150,7 @@ void lower_emit_stage(ctx_t *c, int p, int depth) {
   for (int pos = st->niters - 1; pos >= 0; pos--) {
     emit_attached_frees(c, p, st->iters[pos], d);
     lower_close_loop(c, --d, par[pos]);
+    if (pos == acc) lower_accum_end(c, p, d);
   }
 }
 

@@ -19,7 +19,7 @@ typedef struct cse_s {
 } cse_t;
 
 /* Flattened-index stride of leaf node `leaf` of stage p in an index over dims, or -1 if unknown. */
-static long flat_stride(int p, int leaf, const lin_t *idx, const long *dims, int nidx) {
+long lower_flat_stride(int p, int leaf, const lin_t *idx, const long *dims, int nidx) {
   long stride = 1, total = 0;
   for (int d = nidx - 1; d >= 0; d--) {
     if (!idx[d].ok) return -1;
@@ -58,7 +58,7 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
     int nidx = lower_read_index(c, p, e, lenv, idx, dims);
     /* 0: one value broadcast; 1: contiguous; 2: every other element (a stride-2 convolution's
      * input), two loads and a shuffle */
-    long st = flat_stride(p, leaf, idx, dims, nidx);
+    long st = lower_flat_stride(p, leaf, idx, dims, nidx);
     if (st != 0 && st != 1 && st != 2) return -1;
     /* a padded edge tile: a read by a clamped root must be a scalar of an input or a root
      * stage (a vector from a clamped index would run past the row; a local buffer is indexed
