@@ -404,6 +404,18 @@ static void test_strided_tile(void) {
   CHECKF(np >= 2, "only %d convolution candidates with stride-2 vector loads", np);
 }
 
+/* Outputs 7 and 14 wide (the last stages of MobileNet and EfficientNet): the prior draws one
+ * 8-lane vector padded by a seventh, the cache-write buffer holds the whole 8 lanes, and the
+ * padded edge tile reads its vectors from the padded input (a root stage's own buffer, with
+ * slack past its end for the lanes past the last row). Such programs are drawn, stride 2
+ * included, and they and their mutants compute the right thing. */
+static void test_short_rows(void) {
+  int rem, np = check_sampled_with("dwconv2d C=16 H=7 W=7 R=3 S=3 stride=1 pad=1", 43, "padded at the edge */", &rem);
+  CHECKF(np >= 2, "only %d 7-wide depthwise candidates with a padded edge tile", np);
+  np = check_sampled_with("dwconv2d C=24 H=28 W=28 R=5 S=5 stride=2 pad=2", 47, "padded at the edge */", &rem);
+  CHECKF(np >= 2, "only %d strided 14-wide depthwise candidates with a padded edge tile", np);
+}
+
 /* Reductions over the innermost loops accumulate in a local scalar under `omp simd reduction`
  * (codegen accum.c): a softmax's maximum and sum over a row of prime length, a layer norm's
  * sums, and the dot products of a decode-time attention (one row, the reduction contiguous).
@@ -534,6 +546,7 @@ int main(void) {
   test_padded_rows();
   test_strided_tile();
   test_simd_reduction();
+  test_short_rows();
   test_transposed_pack();
   static const char *specs[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "matmul M=32 N=24 K=16",

@@ -1,8 +1,9 @@
 /* accum.c: a reduction whose innermost loops are all reduction loops (loops of extent 1 aside)
  * accumulates in a local scalar: loaded from the store target before those loops, stored back
- * after them. The innermost of them that reads every operand contiguously (or not at all) gets
- * `#pragma omp simd reduction(op: scalar)`, which lets GCC keep one partial result per lane: it
- * does not vectorize a float reduction on its own, since that reorders the additions. A
+ * after them. The innermost of them, if it is 8 or more long and reads every operand
+ * contiguously (or not at all), gets `#pragma omp simd reduction(op: scalar)`, which lets GCC
+ * keep one partial result per lane: it does not vectorize a float reduction on its own, since
+ * that reorders the additions. A
  * softmax's row maximum and sum over a prime length (197: no split gives a vector axis) and a
  * decode-time attention's dot products (M = 1, the reduction is the contiguous axis) run as
  * vector loops this way instead of one element at a time. */
@@ -88,7 +89,8 @@ int lower_accum_plan(ctx_t *c, int p, int *vpos) {
   if (names_tail) return -1;
   lin_t env[CWM_MAX_DIMS * 2];
   for (int r = 0; r < b->ndim + b->nred; r++) env[r] = lower_root_lin(c, p, r);
-  if (reads_contiguous(c, p, st->iters[inner], b->body, env, 0)) *vpos = inner;
+  /* a loop shorter than an 8-lane vector (a 3x3 kernel's taps) stays scalar */
+  if (st->nodes[st->iters[inner]].extent >= 8 && reads_contiguous(c, p, st->iters[inner], b->body, env, 0)) *vpos = inner;
   return start;
 }
 

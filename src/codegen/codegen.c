@@ -47,7 +47,7 @@ static void emit_body(ctx_t *c) {
     for (int d = 0; d < op->ndim; d++) size *= op->shape[d];
     char nm[128];
     lower_buf_name(c, s->stages[p].tid, nm, sizeof nm);
-    lower_line(c, 1, "float *restrict %s = (float *)aligned_alloc(64, %ld);", nm, ((size * 4 + 63) / 64) * 64);
+    lower_line(c, 1, "float *restrict %s = (float *)aligned_alloc(64, %ld);", nm, ((size * 4 + 63) / 64) * 64 + LOWER_ROOT_SLACK * 4);
     lower_line(c, 1, "if (!%s) abort();", nm);
   }
   for (int p = 0; p < s->nstages; p++) {

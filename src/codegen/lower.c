@@ -85,7 +85,10 @@ static void infer_region(ctx_t *c, int p) {
         if (fhi > hi) hi = fhi;
       }
     }
-    if (!full && hi - lo + 1 > pop->shape[d]) full = 1;
+    /* a region wider than the tensor is the tensor, unless the overshoot stays within the
+     * tensor rounded up to 8 elements: a padded edge tile of 8 lanes over a 7-wide output
+     * computes its whole tile into the buffer (tile.c) */
+    if (!full && hi - lo + 1 > pop->shape[d] && hi - lo + 1 > (pop->shape[d] + 7) / 8 * 8) full = 1;
     /* an rfactor stage's factor dim is a split part, not a root axis: it is always whole */
     int dnode = d < sp->nout ? sp->out_node[d] : -1;
     int droot = dnode >= 0 ? sp->nodes[dnode].root : -1;

@@ -116,6 +116,11 @@ typedef struct {
   unsigned clamp; /* TILE_PADDED: the spatial roots its reads clamp (bit r) */
 } rtile_t;
 
+/* Floats allocated past the end of every intermediate buffer at root: a padded edge tile's
+ * vector reads of such a buffer may run past its last row by up to two vectors of 16 (a stride-2
+ * read) less one element; those lanes belong to outputs it throws away (tile.c). */
+#define LOWER_ROOT_SLACK 32
+
 /* ---- lower.c: bound inference, guards ---- */
 
 /* Fills c->L from c->s (bound inference, guards, loop bounds for C, layout rewrites); the mode

@@ -61,10 +61,13 @@ static int emit_vexpr(ctx_t *c, int p, int leaf, const cwm_expr *e, char **env, 
     long st = lower_flat_stride(p, leaf, idx, dims, nidx);
     if (st != 0 && st != 1 && st != 2) return -1;
     /* a padded edge tile: a read by a clamped root must be a scalar of an input or a root
-     * stage (a vector from a clamped index would run past the row; a local buffer is indexed
-     * from its base), unless its layout was rewritten (overshooting parts hold 0) */
+     * stage, or a vector of a root stage's own buffer, whose allocation has LOWER_ROOT_SLACK
+     * floats past its end for the lanes that run past the last row (a local buffer is indexed
+     * from its base; an input is the caller's memory), unless its layout was rewritten
+     * (overshooting parts hold 0) */
+    int own = q >= 0 && c->s->stages[q].loc == CWM_LOC_ROOT && !cwm_stage_is_placeholder(c->s, q) && !is_output(c->s, q);
     if (c->clamp && reads_vars(e, c->clamp) && !(e->tensor >= 0 && e->tensor < CWM_MAX_OPS && c->rw[e->tensor]) &&
-        (st != 0 || (q >= 0 && c->L[q].local)))
+        ((st != 0 && !own) || (q >= 0 && c->L[q].local)))
       return -1;
     cwm_buf r;
     cwm_buf_init(&r);

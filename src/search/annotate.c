@@ -122,12 +122,16 @@ static int draw_register_tile(cwm_step *steps, const int *ids, int nids, const c
     /* at 16 lanes, an axis that is a whole number of 8-lane vectors (56, a stride-2 output
      * of 112) gets 8-lane ones, as codegen then emits */
     else if (lanes > 8 && e % 8 == 0) vl[k] = 8, cand[nc++] = k;
+    /* an axis that whole 8-lane vectors pad by at most a seventh (the 7, 14 and 28 wide
+     * outputs of a depthwise convolution; 31 rows): the padded edge tile's lanes past it are
+     * thrown away */
+    else if ((e + 7) / 8 * 8 - e > 0 && ((e + 7) / 8 * 8 - e) * 7 <= e) vl[k] = 8, cand[nc++] = k;
   }
   if (nids < 2 || nc == 0 || cwm_rng_int(r, 2)) return 0;
   int a = cand[cwm_rng_int(r, nc)];
   cwm_step *va = &steps[ids[a]];
   int v = vl[a], padded = va->extent % v != 0;
-  int nvec = ((padded || va->extent % (2 * v) == 0) && 2 * v <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
+  int nvec = ((padded ? va->extent > v : va->extent % (2 * v) == 0) && 2 * v <= o->max_innermost) ? 1 + cwm_rng_int(r, 2) : 1;
   int inner[CWM_MAX_ITERS], *div = cwm_xmalloc(sizeof(int) * 2048), ok = 0;
   for (int tries = 0; tries < 64 && !ok; tries++) {
     long prod = nvec;
