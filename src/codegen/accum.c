@@ -3,10 +3,9 @@
  * after them. The innermost of them, if it is 8 or more long and reads every operand
  * contiguously (or not at all), gets `#pragma omp simd reduction(op: scalar)`, which lets GCC
  * keep one partial result per lane: it does not vectorize a float reduction on its own, since
- * that reorders the additions. A
- * softmax's row maximum and sum over a prime length (197: no split gives a vector axis) and a
- * decode-time attention's dot products (M = 1, the reduction is the contiguous axis) run as
- * vector loops this way instead of one element at a time. */
+ * that reorders the additions. A softmax's row maximum and sum over a prime length (197: no
+ * split gives a vector axis) and a decode-time attention's dot products (M = 1, the reduction is
+ * the contiguous axis) run as vector loops this way instead of one element at a time. */
 #include "lower_internal.h"
 
 #include <ctype.h>

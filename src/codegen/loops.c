@@ -92,6 +92,9 @@ static void emit_guarded(ctx_t *c, int depth, const char *cond, const char *stmt
   }
 }
 
+/* The reduction's operator as the text form and OpenMP's reduction clause both write it. */
+static const char *reduce_op(cwm_reduce r) { return r == CWM_RED_SUM ? "+" : r == CWM_RED_MAX ? "max" : "min"; }
+
 const char *lower_init_value(ctx_t *c, cwm_reduce r) {
   if (r == CWM_RED_SUM) return c->text ? "0" : c->ref ? "0.0" : "0.0f";
   if (r == CWM_RED_MAX) return c->text ? "-inf" : "-INFINITY";
@@ -129,7 +132,7 @@ void lower_emit_update_stmt_with(ctx_t *c, int p, int depth, const cwm_expr *bod
   if (c->acc_on && c->acc_stage == p) cwm_buf_puts(&tgt, c->acc_name);
   else lower_emit_store_target(c, p, &tgt);
   if (b->reduce == CWM_RED_NONE) cwm_buf_printf(&o, "%s = %s", tgt.s, val.s);
-  else if (c->text) cwm_buf_printf(&o, "%s %s= %s", tgt.s, b->reduce == CWM_RED_SUM ? "+" : b->reduce == CWM_RED_MAX ? "max" : "min", val.s);
+  else if (c->text) cwm_buf_printf(&o, "%s %s= %s", tgt.s, reduce_op(b->reduce), val.s);
   else if (b->reduce == CWM_RED_SUM) cwm_buf_printf(&o, "%s = %s + %s", tgt.s, tgt.s, val.s);
   else cwm_buf_printf(&o, "%s = %s(%s, %s)", tgt.s, lower_fn_c(c, b->reduce == CWM_RED_MAX ? CWM_FN_MAX : CWM_FN_MIN), tgt.s, val.s);
   char *cond = lower_guard_cond(c, p, 0);
@@ -242,8 +245,7 @@ static int open_loop_(ctx_t *c, int p, int pos, int depth, int in_init) {
   }
   int acc = c->acc_on && c->acc_stage == p && !in_init; /* a loop around accum.c's scalar */
   if (acc && pos == c->acc_vpos && c->simd_depth == 0) {
-    lower_line(c, depth, "#pragma omp simd reduction(%s:%s)",
-               body_op(c, p)->reduce == CWM_RED_SUM ? "+" : body_op(c, p)->reduce == CWM_RED_MAX ? "max" : "min", c->acc_name);
+    lower_line(c, depth, "#pragma omp simd reduction(%s:%s)", reduce_op(body_op(c, p)->reduce), c->acc_name);
     c->simd_depth++;
     par = 2;
   } else if (acc && ann == CWM_ANN_VECTORIZE) {
