@@ -46,6 +46,24 @@ static int sketch_count(const char *spec) {
   return rc ? -1 : n;
 }
 
+/* Whether a sketch of spec has a step list that begins with prefix (all of it for "[]"). */
+static int has_sketch(const char *spec, const char *prefix) {
+  cwm_dag *d = dag_of(spec);
+  cwm_state **sk;
+  int n, found = 0;
+  cwm_err e = {0};
+  if (cwm_sketches(d, &sk, &n, &e) == 0) {
+    for (int i = 0; i < n; i++) {
+      char *t = steps_text(sk[i]);
+      found |= !strcmp(prefix, "[]") ? !strcmp(t, "[]") : !strncmp(t, prefix, strlen(prefix));
+      free(t);
+    }
+    cwm_states_free(sk, n);
+  }
+  cwm_dag_free(d);
+  return found;
+}
+
 static void test_sketch_counts(void) {
   /* Ansor's test_cpu_matmul_sketch: plain tiling, and cache write fused at level 1 or 2 */
   CHECKF(sketch_count("matmul M=512 N=512 K=512") == 3, "got %d", sketch_count("matmul M=512 N=512 K=512"));
@@ -72,6 +90,13 @@ static void test_sketch_counts(void) {
   CHECKF(found, "no sketch has the steps %s", want);
   cwm_states_free(sk, n);
   cwm_dag_free(d);
+
+  /* A layer norm's output reads two broadcast pairs (mean and variance by row, gamma and beta
+   * by column) and reduces nothing: it is tiled as Ansor tiles it, and also kept whole (the
+   * sketch with no steps at all, every stage as written); a product is always tiled. */
+  CHECKF(has_sketch("layernorm M=8 N=40", "[]"), "layer norm: no sketch keeps the output untiled");
+  CHECKF(has_sketch("layernorm M=8 N=40", "[[\"CHW\",5,\"local\"]"), "layer norm: no tiled sketch");
+  CHECKF(!has_sketch("dense M=16 N=32 K=24 bias=1 act=gelu", "[]"), "dense: an untiled sketch");
 
   static const char *kinds[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "dense M=8 N=8 K=256 bias=0 act=none",
