@@ -46,7 +46,8 @@ static int sketch_count(const char *spec) {
   return rc ? -1 : n;
 }
 
-/* Whether a sketch of spec has a step list that begins with prefix (all of it for "[]"). */
+/* Whether a sketch of spec has a step list that begins with prefix ("[]" matches only the
+ * empty list: any other begins "[["). */
 static int has_sketch(const char *spec, const char *prefix) {
   cwm_dag *d = dag_of(spec);
   cwm_state **sk;
@@ -55,7 +56,7 @@ static int has_sketch(const char *spec, const char *prefix) {
   if (cwm_sketches(d, &sk, &n, &e) == 0) {
     for (int i = 0; i < n; i++) {
       char *t = steps_text(sk[i]);
-      found |= !strcmp(prefix, "[]") ? !strcmp(t, "[]") : !strncmp(t, prefix, strlen(prefix));
+      found |= !strncmp(t, prefix, strlen(prefix));
       free(t);
     }
     cwm_states_free(sk, n);
