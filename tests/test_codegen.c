@@ -231,6 +231,69 @@ static void partitioned_selects(int count) {
   unlink(path);
 }
 
+/* exp and erf as generated kernels define them (cwm_expf, cwm_erff), compiled as the builder
+ * compiles kernels (-O3, trapping math off) so that the loop below vectorizes them: their range is
+ * handled without selects, by the exponent alone, so the edges are asserted here: 0 for -inf and
+ * far below, inf above the float range, NaN kept, and the relative error on a sweep of the range
+ * and the erf's absolute error against libm's. */
+static void math_edges(void) {
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec("dense M=1 N=16 K=4 bias=1 act=gelu", NULL, &e);
+  cwm_dag *d = w ? cwm_dag_new(w, &e) : NULL;
+  cwm_state *s = NULL;
+  CHECKF(d && cwm_state_replay(d, NULL, 0, &s, NULL, &e) == 0, "%s", e.msg);
+  cwm_kernel k;
+  cwm_codegen_opts co = {.vec_lanes = 8};
+  if (!s || cwm_codegen(s, &co, &k, &e)) {
+    CHECKF(0, "codegen: %s", e.msg);
+    cwm_state_free(s);
+    cwm_dag_free(d);
+    cwm_workload_free(w);
+    return;
+  }
+  char dir[256], path[300], cmd[1024];
+  const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  snprintf(dir, sizeof dir, "%s/cwm_test_math_XXXXXX", tmp);
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/m.c", dir);
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f) {
+    const char *defs = strstr(k.body, "#ifndef CWM_MATH_DEFS"), *end = defs ? strstr(defs, "#endif\n") : NULL;
+    CHECK(end != NULL);
+    fprintf(f, "#include <math.h>\n#include <stdio.h>\n%.*s#endif\n", end ? (int)(end - defs) : 0, defs ? defs : "");
+    fputs("static float x[4096], y[4096], z[4096];\n"
+          "int main(void) {\n"
+          "  int n = 0, bad = 0;\n"
+          "  for (float v = -87.3f; v < 88.3f && n < 4096; v += 0.0431f) x[n++] = v;\n"
+          "  for (int i = 0; i < n; i++) { y[i] = cwm_expf(x[i]); z[i] = cwm_erff(x[i] / 20); }\n"
+          "  for (int i = 0; i < n; i++) {\n"
+          "    double t = exp((double)x[i]), u = erf((double)x[i] / 20);\n"
+          "    if (fabs(y[i] - t) > 2e-7 * t) { printf(\"exp(%g) = %g, not %g\\n\", x[i], y[i], t); bad++; }\n"
+          "    if (fabs(z[i] - u) > 2e-6) { printf(\"erf(%g) = %g, not %g\\n\", x[i] / 20, z[i], u); bad++; }\n"
+          "  }\n"
+          "  volatile float edge[] = {-INFINITY, -1000.0f, -88.5f, 89.0f, 1000.0f, INFINITY, NAN};\n"
+          "  float want[] = {0.0f, 0.0f, 0.0f, INFINITY, INFINITY, INFINITY, NAN};\n"
+          "  for (int i = 0; i < 7; i++) {\n"
+          "    float r = cwm_expf(edge[i]);\n"
+          "    if (isnan(want[i]) ? !isnan(r) : r != want[i]) { printf(\"exp(%g) = %g, not %g\\n\", edge[i], r, want[i]); bad++; }\n"
+          "  }\n"
+          "  if (cwm_erff(INFINITY) != 1.0f || cwm_erff(-INFINITY) != -1.0f) { printf(\"erf(+-inf)\\n\"); bad++; }\n"
+          "  return bad != 0;\n"
+          "}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cd %s && cc -O3 -march=native -fno-math-errno -fno-trapping-math m.c -lm -o m && ./m", dir);
+    CHECKF(system(cmd) == 0, "the kernels' exp or erf is off (%s)", cmd);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+  cwm_kernel_free(&k);
+  cwm_state_free(s);
+  cwm_dag_free(d);
+  cwm_workload_free(w);
+}
+
 int main(void) {
   int count = getenv("CWM_PROPERTY_COUNT") ? atoi(getenv("CWM_PROPERTY_COUNT")) : 100;
   if (getenv("CWM_PROPERTY_FULL")) {
@@ -244,6 +307,7 @@ int main(void) {
     uneven_bounds();
     names_of_the_generator(count);
     partitioned_selects(count);
+    math_edges();
   }
   return test_done();
 }

@@ -98,17 +98,20 @@ static const char tr8_defs[] =
 /* exp and erf in plain C, branch-free, so that a loop calling them vectorizes (libm's expf and
  * erff are scalar calls: 4 and 11 ns an element here, against 0.8 and 1.2 vectorized). exp:
  * Cephes' reduction by ln 2 and its degree-6 polynomial, relative error below 1e-7 on
- * [-87.33, 88.72], 0 below, inf above, NaN kept; erf: Abramowitz-Stegun 7.1.26 on |x| with that
+ * [-87.3, 88.3], NaN kept. The range is handled by the exponent alone, with no select after the
+ * polynomial: x is clamped to [-88.3, 88.9], so that 2^k runs from k = -127 (the bits of 0.0:
+ * exp of -inf is 0) to k = 128 (the bits of infinity); exp's float overflow lies at 88.72, so
+ * above 88.38 the result is inf one third of a unit early. 16 vector operations against 22 with
+ * the selects: a softmax of rows of 197 runs 1.5 times as fast. erf: Abramowitz-Stegun 7.1.26 on |x| with that
  * exp, absolute error below 1e-6; max and min as selects (fmaxf's NaN rule keeps a loop scalar),
  * equal to fmaxf and fminf on numbers. The compiler if-converts the range selects when trapping math
  * is off (the builder's -fno-trapping-math); otherwise the loop stays scalar but correct. */
 static const char math_defs[] =
     "#ifndef CWM_MATH_DEFS\n#define CWM_MATH_DEFS\n"
     "static inline float cwm_expf(float x) {\n"
-    "  float xc = x < -87.33f ? -87.33f : x;\n"
-    "  xc = xc > 88.72f ? 88.72f : xc;\n"
-    "  float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest */\n"
-    "  k = k > 127.0f ? 127.0f : k;\n"
+    "  float xc = x < -88.3f ? -88.3f : x;\n"
+    "  xc = xc > 88.9f ? 88.9f : xc;\n"
+    "  float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest: -127 .. 128 */\n"
     "  float r = xc - k * 0.693359375f + k * 2.12194440e-4f;\n"
     "  float p = 1.9875691500e-4f;\n"
     "  p = p * r + 1.3981999507e-3f;\n"
@@ -117,12 +120,10 @@ static const char math_defs[] =
     "  p = p * r + 1.6666665459e-1f;\n"
     "  p = p * r + 5.0000001201e-1f;\n"
     "  p = p * r * r + r + 1.0f;\n"
-    "  int ki = ((int)k + 127) << 23; /* 2^k */\n"
+    "  int ki = ((int)k + 127) << 23; /* 2^k: 0 for k = -127, infinity for k = 128 */\n"
     "  float sc;\n"
     "  __builtin_memcpy(&sc, &ki, sizeof sc);\n"
-    "  float y = p * sc;\n"
-    "  y = x < -87.33f ? 0.0f : y;\n"
-    "  return x > 88.72f ? __builtin_inff() : y;\n"
+    "  return p * sc;\n"
     "}\n"
     "static inline float cwm_fmaxf(float a, float b) { return a > b ? a : b; }\n"
     "static inline float cwm_fminf(float a, float b) { return a < b ? a : b; }\n"
