@@ -342,8 +342,6 @@ static void test_mixed(const cwm_reference *ref) {
   }
 }
 
-/* slow_cutoff_s: a kernel whose checked call outlasts it is timed by that call alone; the same
- * kernel without the cutoff (or under a cutoff it beats) gets its repeats. */
 /* Timings on one host take turns: while another process holds <cache>/timing-<host>.lock, a
  * measurement waits for it; and each result names the host. */
 static void test_timing_lock(const cwm_reference *ref) {
@@ -380,6 +378,8 @@ static void test_timing_lock(const cwm_reference *ref) {
   close(sync[1]);
 }
 
+/* slow_cutoff_s: a kernel whose warm-up calls all outlast it is timed by the fastest of them
+ * alone; the same kernel without the cutoff (or under a cutoff it beats) gets its repeats. */
 static void test_slow_cutoff(const cwm_reference *ref) {
   cwm_measure_opts o = opts();
   cwm_candidate c[2] = {cand(k_add, "k_add"), cand(k_add2, "k_add2")};

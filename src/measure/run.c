@@ -365,8 +365,8 @@ static void child_main(int wfd, int cfd, pid_t parent, const cwm_measure_opts *o
    * on each of its first four. So calls are repeated one at a time, at least six (two for a
    * kernel whose first call took four repeat lengths), until the last three are within 15% of the
    * fastest and they have taken the target repeat length (a second or 200 calls at most); the
-   * cut-off reads the fastest of at least six of them (or of a quarter second's), and the calls
-   * per repeat come from the slowest of the last three. A margin of the wall-clock time-out is
+   * cut-off reads the fastest of at least 12 of them and 20 ms (or a quarter second's, or 200),
+   * and the calls per repeat come from the slowest of the last three. A margin of the time-out is
    * left for the repeats, so a slow but correct kernel reports fewer repeats instead of being
    * killed. */
   double deadline = t_start + 0.8 * timeout; /* a margin of the time-out for the repeats */
@@ -383,7 +383,7 @@ static void child_main(int wfd, int cfd, pid_t parent, const cwm_measure_opts *o
       t_warm = fmax(last[0], fmax(last[1], last[2]));
       if (k >= min_calls - 1 && t_warm <= 1.15 * fastest && spent >= target) break;
       if (spent >= 1.0 || now_s() + t > deadline) break;
-      if (o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s && (k >= 5 || spent >= 0.25)) break;
+      if (o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s && ((k >= 11 && spent >= 0.02) || spent >= 0.25)) break;
     }
   }
   if (o->slow_cutoff_s > 0 && fastest > o->slow_cutoff_s) {
