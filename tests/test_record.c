@@ -578,6 +578,8 @@ static void test_untrusted(void) {
   cwm_record_free(&back);
   free(j);
   CHECK(cwm_record_same_target(&r, "c -keys=cpu -mcpu=Other_CPU -threads=1 -vec=32 -cc=gcc -cflags=-O3"));
+  /* another CPU model resumes (the tuner counts such records: test_tune) */
+  CHECK(cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -cpuid=26.2 -threads=1 -vec=32 -cc=gcc -cflags=-O3"));
   CHECK(!cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -threads=2 -vec=32 -cc=gcc -cflags=-O3"));
   CHECK(!cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -threads=1 -vec=64 -cc=gcc -cflags=-O3"));
   CHECK(!cwm_record_same_target(&r, "c -keys=cpu -mcpu=AMD_EPYC -threads=1 -vec=32 -cc=clang -cflags=-O3"));
@@ -613,7 +615,17 @@ static void test_target(void) {
   CHECKF(strstr(s, " -cc=gcc -cflags=-O3_-march=native") != NULL, "%s", s);
   int spaces = 0;
   for (const char *p = s; *p; p++) spaces += *p == ' ';
-  CHECKF(spaces == 7, "%s", s);
+  CHECKF(spaces == (t.cpuid[0] ? 8 : 7), "%s", s);
+  /* the family and model numbers, where /proc/cpuinfo has them (x86) */
+  char id[24];
+  FILE *ci = fopen("/proc/cpuinfo", "r");
+  char line[256];
+  int has_family = 0;
+  while (ci && fgets(line, sizeof line, ci)) has_family |= strncmp(line, "cpu family", 10) == 0;
+  if (ci) fclose(ci);
+  CHECKF(has_family == (t.cpuid[0] != 0), "cpuid '%s'", t.cpuid);
+  CHECK(cwm_target_string_field(s, "cpuid", id, sizeof id) == has_family && !strcmp(id, t.cpuid));
+  if (has_family) CHECKF(strchr(id, '.') && id[0] >= '0' && id[0] <= '9', "%s", id);
   /* -march=native builds for the host's instruction set, and the string says which */
   const cwm_isa *host = cwm_isa_host();
   CHECK(!strcmp(t.isa, host->name) && t.vec_bytes == host->vec_bytes);

@@ -191,6 +191,46 @@ static void test_other_target(void) {
   cwm_tune_result_free(&r2);
 }
 
+/* Records of another CPU model (their -cpuid) resume, counted as such; where /proc/cpuinfo has no
+ * family and model (not x86), the records carry none and there is nothing to count. */
+static void test_other_cpu(void) {
+  char a[160];
+  snprintf(a, sizeof a, "%s/cpu.jsonl", tmpdir);
+  cwm_tune_result r1, r2;
+  cwm_err e = {0};
+  CHECKF(run_rounds(a, 8, 8, 12, 0, &r1, &e) == 0 && r1.measured == 8 && r1.other_cpu == 0, "%s", e.msg);
+  size_t len = 0;
+  char *text = cwm_read_file(a, &len, &e);
+  CHECK(text != NULL);
+  const char *id = text ? strstr(text, " -cpuid=") : NULL;
+  if (id) {
+    size_t n = strcspn(id + 1, " ") + 1; /* " -cpuid=25.17" */
+    char from[40], to[] = " -cpuid=999.0";
+    snprintf(from, sizeof from, "%.*s", (int)n, id);
+    cwm_buf b;
+    cwm_buf_init(&b);
+    int swapped = 0;
+    for (const char *p = text, *q; *p; p = q + n) {
+      if (!(q = strstr(p, from))) {
+        cwm_buf_puts(&b, p);
+        break;
+      }
+      cwm_buf_append(&b, p, (size_t)(q - p));
+      cwm_buf_puts(&b, to);
+      swapped++;
+    }
+    CHECK(swapped == 8);
+    CHECK(cwm_write_file_atomic(a, b.s, b.len, &e) == 0);
+    cwm_buf_free(&b);
+    CHECKF(run_rounds(a, 8, 8, 12, 0, &r2, &e) == 0, "%s", e.msg);
+    CHECKF(r2.resumed == 8 && r2.other_cpu == 8 && !strcmp(r2.other_cpuid, "999.0") && r2.measured == 0,
+           "resumed %d, other cpu %d (%s), measured %d", r2.resumed, r2.other_cpu, r2.other_cpuid, r2.measured);
+    cwm_tune_result_free(&r2);
+  }
+  free(text);
+  cwm_tune_result_free(&r1);
+}
+
 static void test_all_fail(void) {
   char a[128];
   snprintf(a, sizeof a, "%s/fail.jsonl", tmpdir);
@@ -287,6 +327,7 @@ int main(void) {
   if (!mkdtemp(tmpdir)) return 1;
   test_determinism_and_resume();
   test_other_target();
+  test_other_cpu();
   test_all_fail();
   test_family_quota();
   char cmd[128];

@@ -25,6 +25,8 @@ typedef struct {
   long l1d, l2, l3;  /* data cache sizes in bytes, 0 if unknown */
   char cc[256];
   char cflags[512];
+  char cpuid[24];    /* "family.model" of /proc/cpuinfo ("25.17"), "" if absent: cores of one name
+                        can differ (AVX-512 executed at full or at half width) */
 } cwm_target;
 
 /* An instruction set kernels can be generated, built and timed for. The compiler flags select it
@@ -60,8 +62,9 @@ int cwm_isa_cflags(const cwm_isa *isa, const char *base, char *buf, size_t n);
 /* Fills t from this machine. threads <= 0 means all online CPUs; cc/cflags may be NULL ("cc", "").
  * The instruction set follows cflags (cwm_isa_of_cflags). */
 void cwm_target_detect(cwm_target *t, int threads, const char *cc, const char *cflags);
-/* "c -keys=cpu -mcpu=<model> -isa=<isa> -threads=<n> -vec=<bytes> -cc=<cc> -cflags=<cflags>", with
- * spaces inside values replaced by '_'; always NUL-terminated (truncated to n-1 bytes). */
+/* "c -keys=cpu -mcpu=<model> [-cpuid=<family.model>] -isa=<isa> -threads=<n> -vec=<bytes> -cc=<cc>
+ * -cflags=<cflags>", with spaces inside values replaced by '_'; always NUL-terminated (truncated to
+ * n-1 bytes). */
 void cwm_target_string(const cwm_target *t, char *buf, size_t n);
 /* The instruction set a target string names (its -isa=; older strings without one: by -vec=, 64 as
  * avx512, 32 as avx2), or NULL when it names none. */

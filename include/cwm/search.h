@@ -65,6 +65,8 @@ typedef struct {
   int measured, errors, resumed, skipped, corrupt_lines;
   int other_target;        /* records of the workload in the log measured with other threads, compiler
                               or flags (or vector width): not resumed */
+  int other_cpu;           /* resumed records measured on another CPU model (their target's -cpuid) */
+  char other_cpuid[24];    /* the first such record's */
   double best_cost;        /* seconds; 1e10 if nothing ran (the confirmed median when confirmed) */
   double best_logged;      /* the result's own figure in the log (seconds) */
   int confirmed;           /* programs timed again at the end (0: best_cost is the log's minimum) */

@@ -229,6 +229,10 @@ int cwm_api_open(const char *workload, const cwm_api_options *opts, cwm_api_tune
   if (st.resumed)
     cwm_progressf(h->to.progress, h->to.progress_ud, "resumed %d records of %s from %s (%d corrupt lines skipped)",
                   st.resumed, h->w->name, h->log, st.corrupt_lines);
+  if (st.other_cpu)
+    cwm_progressf(h->to.progress, h->to.progress_ud,
+                  "%d of them were measured on another CPU model (cpuid %s): their latencies are that CPU's",
+                  st.other_cpu, st.other_cpuid);
   if (st.other_target)
     cwm_progressf(h->to.progress, h->to.progress_ud,
                   "%d records of this workload in %s were measured with other threads, vector width, compiler or "

@@ -38,16 +38,25 @@ static int has_word(const char *list, const char *word) {
   return 0;
 }
 
-/* The CPU's "model name" (the feature words are cpu_flags' below). */
+/* The CPU's "model name" and, where the kernel reports them (x86), its family and model numbers
+ * as "family.model" (the feature words are cpu_flags' below). The first CPU's lines only: they
+ * come before its "model name". */
 static void read_cpuinfo(cwm_target *t) {
   FILE *f = fopen("/proc/cpuinfo", "re");
   if (!f) return;
   char *line = NULL;
   size_t cap = 0;
+  long family = -1, model = -1;
   while (!t->model[0] && getline(&line, &cap, f) > 0) {
     char *colon = strchr(line, ':');
-    if (colon && strncmp(line, "model name", 10) == 0) sanitize(t->model, sizeof t->model, colon + 1);
+    if (!colon) continue;
+    size_t key = strcspn(line, "\t:");
+    if (key == 10 && strncmp(line, "model name", 10) == 0) sanitize(t->model, sizeof t->model, colon + 1);
+    else if (key == 10 && strncmp(line, "cpu family", 10) == 0) family = strtol(colon + 1, NULL, 10);
+    else if (key == 5 && strncmp(line, "model", 5) == 0) model = strtol(colon + 1, NULL, 10);
   }
+  if (family >= 0 && family < 100000 && model >= 0 && model < 100000)
+    snprintf(t->cpuid, sizeof t->cpuid, "%ld.%ld", family, model);
   free(line);
   fclose(f);
 }
@@ -285,6 +294,10 @@ void cwm_target_string(const cwm_target *t, char *buf, size_t n) {
   char tmp[512];
   snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof t->model - 1, t->model);
   put_value(&b, tmp);
+  if (t->cpuid[0]) {
+    cwm_buf_puts(&b, " -cpuid=");
+    put_value(&b, t->cpuid);
+  }
   if (t->isa[0]) {
     cwm_buf_puts(&b, " -isa=");
     put_value(&b, t->isa);

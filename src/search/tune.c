@@ -160,6 +160,17 @@ static int same_target(const struct cwm_tuner *t, const cwm_record *r) {
   return cwm_record_same_target(r, cwm_task_target(t->task));
 }
 
+/* ... though it may come from another CPU model (cores of one name can differ twofold): counted,
+ * and the tuner says so */
+static void count_other_cpu(struct cwm_tuner *t, const cwm_record *r) {
+  char mine[24], theirs[24];
+  if (cwm_target_string_field(cwm_task_target(t->task), "cpuid", mine, sizeof mine) &&
+      cwm_target_string_field(r->target, "cpuid", theirs, sizeof theirs) && strcmp(mine, theirs)) {
+    if (!t->res->other_cpu) snprintf(t->res->other_cpuid, sizeof t->res->other_cpuid, "%s", theirs);
+    t->res->other_cpu++;
+  }
+}
+
 static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
   cwm_log_iter *it = cwm_log_iter_open(path, err);
   if (!it) return 0; /* no log yet */
@@ -173,6 +184,7 @@ static int resume_file(struct cwm_tuner *t, const char *path, cwm_err *err) {
       cwm_record_free(&r);
       continue;
     }
+    count_other_cpu(t, &r);
     resume_add(t, &b, &r);
   }
   t->res->corrupt_lines += cwm_log_iter_nbad(it);
@@ -204,6 +216,7 @@ int cwm_tuner_resume(cwm_tuner *t, const cwm_record *recs, int n, cwm_err *err) 
       t->res->other_target++;
       continue;
     }
+    count_other_cpu(t, &recs[i]);
     cwm_record r;
     cwm_record_copy(&r, &recs[i]);
     resume_add(t, &b, &r);
@@ -621,6 +634,9 @@ int cwm_tune(cwm_task *task, cwm_costmodel *model, const cwm_tune_opts *o, cwm_t
   if (t->st.resumed)
     note(t, "resumed %d records of this workload from %s (%d corrupt lines skipped)", t->st.resumed, o->log_path,
          t->st.corrupt_lines);
+  if (t->st.other_cpu)
+    note(t, "%d of them were measured on another CPU model (cpuid %s): their latencies are that CPU's", t->st.other_cpu,
+         t->st.other_cpuid);
   double flops = cwm_task_flops(task);
   /* an interrupted round's records count when that round is searched again */
   int done_trials = t->st.resumed - t->npend, round = 0, stalls = 0, rc = 0;
