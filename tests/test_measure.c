@@ -6,6 +6,7 @@
 #include "testlib.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <ftw.h>
@@ -448,6 +449,33 @@ static void test_dedupe_omp(const cwm_reference *ref) {
   CHECKF(getenv("OMP_NUM_THREADS") == NULL, "the child's environment leaked into the parent");
 }
 
+static void omp_nothing(void *data) { (void)data; }
+
+/* A parent that has run an OpenMP team of 2 threads (as XGBoost's predictions do inside cwm tune)
+ * still times a 2-thread kernel: without the team released before the fork, the kernel's first
+ * parallel region waits for the parent's threads until the time-out. */
+static void test_parent_omp(const cwm_reference *ref) {
+  void *g = dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL);
+  void *sym = g ? dlsym(g, "GOMP_parallel") : NULL;
+  if (!sym) {
+    fprintf(stderr, "no libgomp: the parent's OpenMP team is not tested\n");
+    return;
+  }
+  void (*par)(void (*)(void *), void *, unsigned, unsigned);
+  *(void **)&par = sym;
+  par(omp_nothing, NULL, 2, 0);
+  cwm_measure_opts o = opts();
+  o.threads = 2;
+  o.run_timeout_s = 5;
+  o.mem_limit_mb = 1024;
+  cwm_candidate c = cand(k_omp, "k_omp");
+  cwm_result r;
+  cwm_err err = {0};
+  CHECKF(cwm_measure(&o, &c, 1, ref, &r, &err) == CWM_OK, "%s", err.msg);
+  CHECKF(r.error == CWM_MERR_NONE && r.median > 0 && r.median < 0.01, "k_omp after the parent's team: %s %s",
+         cwm_merr_name(r.error), r.msg);
+}
+
 static void write_script(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   if (!f) return;
@@ -622,6 +650,7 @@ int main(void) {
     test_slow_cutoff(ref);
     test_timing_lock(ref);
     test_dedupe_omp(ref);
+    test_parent_omp(ref);
   }
   test_hog();
   test_infrastructure();

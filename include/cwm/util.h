@@ -200,5 +200,9 @@ int cwm_pool_threads(void);
  * thread, when called from inside a part, or while another thread is using the pool. */
 typedef void (*cwm_range_fn)(void *ctx, int begin, int end, int part);
 void cwm_parallel_for(int n, long work, cwm_range_fn fn, void *ctx);
+/* Ends libgomp's thread team in this process, if some library loaded libgomp (XGBoost does), so
+ * that a child forked next can run parallel regions; call it before such a fork. Nothing in a
+ * process that was itself forked. */
+void cwm_omp_release(void);
 
 #endif

@@ -482,8 +482,8 @@ static int run_child(const cwm_measure_opts *o, const char *so, const cwm_candid
     return cwm_fail(err, CWM_EMEASURE, "cannot create the runner's control socket: %s", strerror(e));
   }
   pid_t parent = getpid();
-  fflush(stdout);
-  fflush(stderr);
+  fflush(NULL);
+  cwm_omp_release(); /* a kernel's parallel regions would wait for the parent's OpenMP threads */
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;

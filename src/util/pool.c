@@ -1,6 +1,7 @@
 /* pool.c: the thread pool behind cwm_parallel_for (contract: util.h). Idle workers sleep on a
  * condition variable instead of spinning, and a fork() while a job runs waits for it and gives the
  * child a pool with no workers (they are not copied), which the runner's children rely on. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -143,4 +144,27 @@ void cwm_parallel_for(int n, long work, cwm_range_fn fn, void *ctx) {
   while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
   pthread_mutex_unlock(&pool.mu);
   pthread_mutex_unlock(&pool_owner);
+}
+
+/* libgomp keeps a team's threads for the next parallel region, and a forked child inherits the
+ * team but not its threads: its first region of more than one thread waits for them forever (a
+ * kernel timed at 2 threads ran into its time-out every time once XGBoost, which cwm loads for
+ * the cost models and which uses OpenMP, had predicted). OpenMP 5's omp_pause_resource_all ends
+ * the team; libgomp starts a new one at the next region. Only if libgomp is already loaded, and
+ * not in a forked process (whose inherited team has no threads to end: it would wait for them). */
+static int omp_forked; /* a forked process: ending a team it inherited would wait for its threads */
+static void omp_note_fork(void) { omp_forked = 1; }
+__attribute__((constructor)) static void omp_watch_fork(void) { pthread_atfork(NULL, NULL, omp_note_fork); }
+
+void cwm_omp_release(void) {
+  if (omp_forked) return;
+  void *g = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!g) return;
+  void *sym = dlsym(g, "omp_pause_resource_all");
+  if (sym) {
+    int (*pause_all)(int);
+    *(void **)&pause_all = sym;
+    pause_all(2); /* omp_pause_hard */
+  }
+  dlclose(g);
 }
