@@ -104,8 +104,9 @@ static const char tr8_defs[] =
  * above 88.38 the result is inf one third of a unit early. 16 vector operations against 22 with
  * the selects: a softmax of rows of 197 runs about 1.4 times as fast. erf: Abramowitz-Stegun
  * 7.1.26 on |x| with that exp, absolute error below 1e-6; max and min as selects (fmaxf's NaN
- * rule keeps a loop scalar), equal to fmaxf and fminf on numbers. The compiler if-converts the range selects when trapping math
- * is off (the builder's -fno-trapping-math); otherwise the loop stays scalar but correct. */
+ * rule keeps a loop scalar), equal to fmaxf and fminf on numbers. The compiler if-converts the
+ * range selects when trapping math is off (the builder's -fno-trapping-math); otherwise the loop
+ * stays scalar but correct. */
 static const char math_defs[] =
     "#ifndef CWM_MATH_DEFS\n#define CWM_MATH_DEFS\n"
     "static inline float cwm_expf(float x) {\n"
