@@ -152,6 +152,30 @@ static void test_determinism_and_resume(void) {
   cwm_tune_result_free(&r4);
 }
 
+/* Replaces every `from` in the file at path by `to`; the number replaced (-1 if unreadable). */
+static int replace_in_file(const char *path, const char *from, const char *to) {
+  cwm_err e = {0};
+  size_t len = 0, n = strlen(from);
+  char *text = cwm_read_file(path, &len, &e);
+  if (!text) return -1;
+  cwm_buf b;
+  cwm_buf_init(&b);
+  int swapped = 0;
+  for (const char *p = text, *q; *p; p = q + n) {
+    if (!(q = strstr(p, from))) {
+      cwm_buf_puts(&b, p);
+      break;
+    }
+    cwm_buf_append(&b, p, (size_t)(q - p));
+    cwm_buf_puts(&b, to);
+    swapped++;
+  }
+  if (cwm_write_file_atomic(path, b.s, b.len, &e)) swapped = -1;
+  cwm_buf_free(&b);
+  free(text);
+  return swapped;
+}
+
 /* A log measured another way (here: its records say 3 threads) does not resume this run. */
 static void test_other_target(void) {
   char a[160];
@@ -159,31 +183,7 @@ static void test_other_target(void) {
   cwm_tune_result r1, r2;
   cwm_err e = {0};
   CHECKF(run_rounds(a, 8, 8, 11, 0, &r1, &e) == 0 && r1.measured == 8, "%s", e.msg);
-  size_t len = 0;
-  char *text = cwm_read_file(a, &len, &e);
-  CHECK(text != NULL);
-  if (!text) {
-    cwm_tune_result_free(&r1);
-    return;
-  }
-  cwm_buf b;
-  cwm_buf_init(&b);
-  int swapped = 0;
-  for (const char *p = text; *p;) {
-    const char *q = strstr(p, " -threads=1 ");
-    if (!q) {
-      cwm_buf_puts(&b, p);
-      break;
-    }
-    cwm_buf_append(&b, p, (size_t)(q - p));
-    cwm_buf_puts(&b, " -threads=3 ");
-    p = q + strlen(" -threads=1 ");
-    swapped++;
-  }
-  CHECK(swapped == 8);
-  CHECK(cwm_write_file_atomic(a, b.s, b.len, &e) == 0);
-  cwm_buf_free(&b);
-  free(text);
+  CHECK(replace_in_file(a, " -threads=1 ", " -threads=3 ") == 8);
   CHECKF(run_rounds(a, 8, 8, 11, 0, &r2, &e) == 0, "%s", e.msg);
   CHECKF(r2.resumed == 0 && r2.other_target == 8 && r2.measured == 8, "resumed %d, other target %d, measured %d",
          r2.resumed, r2.other_target, r2.measured);
@@ -204,24 +204,9 @@ static void test_other_cpu(void) {
   CHECK(text != NULL);
   const char *id = text ? strstr(text, " -cpuid=") : NULL;
   if (id) {
-    size_t n = strcspn(id + 1, " ") + 1; /* " -cpuid=25.17" */
-    char from[40], to[] = " -cpuid=999.0";
-    snprintf(from, sizeof from, "%.*s", (int)n, id);
-    cwm_buf b;
-    cwm_buf_init(&b);
-    int swapped = 0;
-    for (const char *p = text, *q; *p; p = q + n) {
-      if (!(q = strstr(p, from))) {
-        cwm_buf_puts(&b, p);
-        break;
-      }
-      cwm_buf_append(&b, p, (size_t)(q - p));
-      cwm_buf_puts(&b, to);
-      swapped++;
-    }
-    CHECK(swapped == 8);
-    CHECK(cwm_write_file_atomic(a, b.s, b.len, &e) == 0);
-    cwm_buf_free(&b);
+    char from[40]; /* " -cpuid=25.17" */
+    snprintf(from, sizeof from, "%.*s", (int)(strcspn(id + 1, " ") + 1), id);
+    CHECK(replace_in_file(a, from, " -cpuid=999.0") == 8);
     CHECKF(run_rounds(a, 8, 8, 12, 0, &r2, &e) == 0, "%s", e.msg);
     CHECKF(r2.resumed == 8 && r2.other_cpu == 8 && !strcmp(r2.other_cpuid, "999.0") && r2.measured == 0,
            "resumed %d, other cpu %d (%s), measured %d", r2.resumed, r2.other_cpu, r2.other_cpuid, r2.measured);

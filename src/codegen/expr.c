@@ -255,9 +255,12 @@ void lower_emit_expr(ctx_t *c, const cwm_expr *e, char **env, cwm_buf *o, int de
     /* a / b as a * (1 / b): the compiler hoists 1 / b out of the loops b does not vary in (the
      * softmax's normalisation, a mean's count), and a vector division costs what 10-20
      * multiplications do; the result differs from a / b by at most an ulp */
-    if (e->op == '/' && !e->is_int && !c->ref && !c->text) emit_op(c, e, env, o, depth, "(", " * (1.0f / ");
-    else emit_op(c, e, env, o, depth, "(", op);
-    if (e->op == '/' && !e->is_int && !c->ref && !c->text) cwm_buf_puts(o, ")");
+    if (e->op == '/' && !e->is_int && !c->ref && !c->text) {
+      emit_op(c, e, env, o, depth, "(", " * (1.0f / ");
+      cwm_buf_puts(o, ")");
+    } else {
+      emit_op(c, e, env, o, depth, "(", op);
+    }
     break;
   }
   case CWM_X_NEG: emit_op(c, e, env, o, depth, "(-", NULL); break;
