@@ -15,6 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A candidate whose warm-up calls all took over this many times the best so far is not timed
+ * further (cwm_task_set_slow_cutoff). At 2x a third to a half of a late round's candidates were
+ * still timed in full; 1.5x cut-off also those at 1.5 to 2x, a quarter to two fifths of a
+ * 1,000-trial run's candidates (bench/heldout.sh logs, 1 thread). */
+#define SLOW_CUTOFF 1.5
+
 void cwm_tune_opts_default(cwm_tune_opts *o) {
   *o = (cwm_tune_opts){.trials = 64, .per_round = 64, .population = 2048, .generations = 4, .mutation_prob = 0.85,
                         .eps_greedy = 0.05, .family_quota = -1, .init_min_population = 50, .confirm_rounds = 3, .seed = 1};
@@ -457,11 +463,10 @@ int cwm_tuner_round(cwm_tuner *t, int want, int *nmeasured, cwm_err *err) {
   double best_now = t->best_cost;
   for (int c0 = 0; c0 < nmp && !(o->stop && *o->stop); c0 += 16) {
     int cn = nmp - c0 < 16 ? nmp - c0 : 16;
-    /* a candidate 2x slower than the best so far (this round's chunks included) is timed by its
-     * warm-up calls alone, the fastest of them its cost: their fastest is at most their median,
-     * so such a candidate is at least 2x slower; skipping its repeats saved a quarter of the run
-     * time of a 192-trial conv2d tune, where a third to a half of the candidates are that slow */
-    cwm_task_set_slow_cutoff(t->task, best_now < 1e9 ? 2 * best_now : 0);
+    /* a candidate SLOW_CUTOFF times slower than the best so far (this round's chunks included)
+     * is timed by its warm-up calls alone, the fastest of them its cost: their fastest is at most
+     * their median, so such a candidate is at least that much slower and cannot be the best */
+    cwm_task_set_slow_cutoff(t->task, best_now < 1e9 ? SLOW_CUTOFF * best_now : 0);
     if ((rc = cwm_task_measure(t->task, mp + c0, cn, mr + c0, err))) break;
     for (int i = c0; i < c0 + cn; i++) {
       if (t->log && (rc = cwm_log_append(t->log, &mr[i], err))) break;
