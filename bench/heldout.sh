@@ -20,6 +20,7 @@
 # <!-- NAME:begin --> and <!-- NAME:end -->, so that a file can hold several such tables).
 # Keep the machine quiet while it runs: nothing else timed or built.
 set -eu
+LIB=$(cd "$(dirname "$0")/lib" && pwd)
 CWM=build/cwm
 ANCHORS=build/anchors_main
 TRIALS=64
@@ -158,10 +159,7 @@ table < "$OUT/heldout.tsv"
 echo
 table < "$OUT/summary.tsv"
 if [ -n "$README" ]; then
-  awk -v md="$OUT/heldout.md" -v m="$MARKER" '
-    $0 == "<!-- " m ":begin -->" { print; while ((getline l < md) > 0) print l; skip = 1; next }
-    $0 == "<!-- " m ":end -->" { skip = 0 }
-    !skip { print }' "$README" > "$README.tmp.$$" && mv "$README.tmp.$$" "$README"
+  awk -v md="$OUT/heldout.md" -v m="$MARKER" -f "$LIB/splice.awk" "$README" > "$README.tmp.$$" && mv "$README.tmp.$$" "$README"
   echo "heldout: rewrote the table in $README"
 fi
 echo "heldout: wrote $OUT/heldout.tsv and $OUT/heldout.md"
