@@ -26,9 +26,14 @@ static const char *SPECS[] = {
 
 static double last_transition_loss[2], value_loss[2];
 static int nloss, nvalue, ncache_read;
+static long enc_trajs, enc_states, enc_all; /* the last "encoding training states" line's counts */
 static void grab(void *ud, const char *line) {
   (void)ud;
   if (strstr(line, "targets of") && strstr(line, "read from")) ncache_read++;
+  const char *q = strstr(line, "encoding training states: ");
+  if (q)
+    sscanf(q + strlen("encoding training states: "), "%ld/%*d trajectories, %ld of their %ld states", &enc_trajs,
+           &enc_states, &enc_all);
   const char *v = strstr(line, "value head: training loss ");
   if (v) {
     if (nvalue++ == 0) value_loss[0] = atof(v + 26);
@@ -530,6 +535,19 @@ int main(void) {
     CHECK(ncache_read == 0);
     CHECKF(cwm_world_train_transition(w, &to, &e) == 0, "%s", e.msg);
     CHECKF(ncache_read == 2, "cache read %d times", ncache_read);
+    /* targets of 3 states a trajectory (the first, the last, one between): 3 encodings each, the
+     * cache of every state is not read for them, and the rollout loss still falls */
+    to.target_states = 3;
+    to.epochs = 3;
+    nloss = 0;
+    CHECKF(cwm_world_train_transition(w, &to, &e) == 0, "%s", e.msg);
+    CHECKF(ncache_read == 2, "cache of every state read for 3: %d reads", ncache_read);
+    CHECKF(enc_trajs > 4 && enc_states == 3 * enc_trajs && enc_all > enc_states + enc_trajs,
+           "%ld trajectories, %ld of %ld states encoded", enc_trajs, enc_states, enc_all);
+    CHECKF(nloss == 12 && last_transition_loss[1] < last_transition_loss[0] * 0.9,
+           "3-state targets: transition loss %g -> %g over %d epochs", last_transition_loss[0],
+           last_transition_loss[1], nloss);
+    to.target_states = 0;
     to.targets_cache = NULL;
   }
   double vf = to.valid_fraction;

@@ -138,6 +138,8 @@ typedef struct {
   uint64_t seed;
   int no_contrastive;       /* ablation: skip encoder training (random encoder) */
   const char *targets_cache; /* file prefix where the transition's encoder targets are kept */
+  int target_states;        /* transition: encoder targets of at most this many states a trajectory
+                             * (the first, the last and random ones between; 0: every state) */
   float value_gap;          /* value head: pairs closer than this in log cost are no pair; 0.05 */
   float weight_decay;       /* AdamW decay of the transition (and value head); 0.01 */
   volatile int *stop;

@@ -31,8 +31,9 @@ static void tcache_free(tcache *c) {
 /* The encoder targets of a trajectory list can be kept in a file (--targets-cache): its key
  * is a hash of the encoder's weights and of every trajectory's key, steps and final hash, so a
  * cache of another encoder or other trajectories is recomputed, never used. */
-static uint64_t targets_key(cwm_world *w, const cwm_traj *tr, int n) {
+static uint64_t targets_key(cwm_world *w, const cwm_traj *tr, int n, const cwm_train_opts *o) {
   uint64_t h = 0x7a76e75ULL ^ (uint64_t)n;
+  if (o->target_states > 0) h = h * 0x100000001b3ULL ^ ((uint64_t)o->target_states << 32 ^ o->seed);
   for (int i = 0; i < cwm_encoder_nparams(w->enc); i++) {
     const cwm_param *p = cwm_encoder_param(w->enc, i);
     h = h * 0x100000001b3ULL ^ cwm_hash64(p->w, sizeof(float) * p->n);
@@ -97,14 +98,42 @@ static void targets_save(const char *path, uint64_t key, const tcache *c, const 
   if (fclose(f) || !ok || rename(tmp, path)) remove(tmp);
 }
 
-/* Encodes every state of every trajectory once (the encoder is frozen here). */
+/* The states of a T-step trajectory (number i of its part) whose encodings are targets: all T+1,
+ * or with target_states K (>= 2) the first (the rollout starts from it), the last and K - 2 drawn
+ * between them, the same for the same seed. Writes them in increasing order; returns how many. */
+static int pick_states(int T, const cwm_train_opts *o, int i, int *pick) {
+  int K = o->target_states;
+  if (K <= 0 || K >= T + 1) {
+    for (int t = 0; t <= T; t++) pick[t] = t;
+    return T + 1;
+  }
+  if (K < 2) K = 2;
+  /* Floyd's sampling of K - 2 of the T - 1 inner states, then sorted */
+  cwm_rng r;
+  cwm_rng_seed(&r, o->seed * 0x9e3779b97f4a7c15ULL ^ (uint64_t)i);
+  unsigned char *in = cwm_xcalloc((size_t)T + 1, 1);
+  for (int j = T - 1 - (K - 2); j < T - 1; j++) {
+    int x = 1 + cwm_rng_int(&r, j + 1);
+    in[in[x] ? j + 1 : x] = 1;
+  }
+  int n = 0;
+  pick[n++] = 0;
+  for (int t = 1; t < T; t++)
+    if (in[t]) pick[n++] = t;
+  pick[n++] = T;
+  free(in);
+  return n;
+}
+
+/* Encodes every state of every trajectory once, or those pick_states draws (the encoder is
+ * frozen here). */
 static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm_train_opts *o, const char *what,
                          cwm_err *err) {
   char path[4096];
   uint64_t key = 0;
   if (o->targets_cache) {
     snprintf(path, sizeof path, "%s.%s", o->targets_cache, what);
-    key = targets_key(w, tr, n);
+    key = targets_key(w, tr, n, o);
     if (targets_load(path, key, tr, n, w->D, c) == 0) {
       say(o, "transition: %s targets of %d trajectories read from %s", what, c->n, path);
       return 0;
@@ -117,6 +146,7 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
   c->steps = cwm_xmalloc(sizeof(*c->steps) * (size_t)(n ? n : 1));
   cwm_dag_cache *dc = cwm_dag_cache_new();
   int rows = 0, cap = 0, rc = 0, D = w->D;
+  long encoded = 0;
   double t0 = cwm_now();
   for (int i = 0; i < n && !rc && !stopped(o); i++) {
     cwm_err e = {0};
@@ -124,16 +154,24 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
     cwm_state **trace = NULL, *fin = NULL;
     if (!d || cwm_state_replay(d, tr[i].steps, tr[i].nsteps, &fin, &trace, &e)) continue;
     int T = tr[i].nsteps;
-    /* trace holds T+1 states: the initial one, then the state after each step */
+    /* trace holds T+1 states: the initial one, then the state after each step; those not
+     * encoded (target_states) get a row of NaN, which the rollout loss skips */
+    int *pick = cwm_xmalloc(sizeof(int) * (size_t)(T + 1)), np = pick_states(T, o, i, pick);
     char **texts = cwm_xmalloc(sizeof(char *) * (size_t)(T + 1));
-    for (int t = 0; t <= T; t++) texts[t] = cwm_state_print(trace[t]);
+    for (int k = 0; k < np; k++) texts[k] = cwm_state_print(trace[pick[k]]);
     if (rows + T + 1 > cap) {
       cap = (rows + T + 1) * 2;
       c->Y = cwm_xrealloc(c->Y, sizeof(float) * (size_t)cap * D);
     }
-    rc = cwm_world_encode(w, (const char *const *)texts, T + 1, c->Y + (size_t)rows * D, err);
-    for (int t = 0; t <= T; t++) free(texts[t]);
+    float *Yt = c->Y + (size_t)rows * D, *enc = cwm_xmalloc(sizeof(float) * (size_t)np * D);
+    rc = cwm_world_encode(w, (const char *const *)texts, np, enc, err);
+    for (size_t k = 0; k < (size_t)(T + 1) * D; k++) Yt[k] = NAN;
+    for (int k = 0; k < np; k++) memcpy(Yt + (size_t)pick[k] * D, enc + (size_t)k * D, sizeof(float) * (size_t)D);
+    encoded += np;
+    for (int k = 0; k < np; k++) free(texts[k]);
     free(texts);
+    free(enc);
+    free(pick);
     for (int t = 0; t <= T; t++) cwm_state_free(trace[t]);
     free(trace);
     cwm_state_free(fin);
@@ -146,8 +184,8 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
     rows += T + 1;
     if ((i + 1) % 200 == 0 || i + 1 == n) {
       double el = cwm_now() - t0;
-      say(o, "transition: encoding %s states: %d/%d trajectories, %d states, %.0f s, ETA %.0f s", what, i + 1, n, rows,
-          el, el / (i + 1) * (n - i - 1));
+      say(o, "transition: encoding %s states: %d/%d trajectories, %ld of their %d states, %.0f s, ETA %.0f s", what,
+          i + 1, n, encoded, rows, el, el / (i + 1) * (n - i - 1));
     }
   }
   cwm_dag_cache_free(dc);
@@ -160,11 +198,15 @@ static int build_targets(cwm_world *w, cwm_traj *tr, int n, tcache *c, const cwm
  * train set, gradients into w->tp. match_only_out: the mean matching term alone (per step,
  * divided by width), for validation; base_out the same for z_0 held still (no transition). */
 static float rollout_batch(cwm_world *w, const tcache *c, const int *idx, int B, int train, double *match_out,
-                           double *base_out) {
+                           double *base_out, long *matched_out) {
   int D = w->D;
-  int N = 0;
-  for (int b = 0; b < B; b++) N += c->len[idx[b]];
-  if (!N) return 0;
+  int N = 0, NM = 0; /* steps, and steps with a target (an unencoded state's row is NaN) */
+  for (int b = 0; b < B; b++) {
+    N += c->len[idx[b]];
+    for (int t = 1; t <= c->len[idx[b]]; t++) NM += !isnan(c->Y[(size_t)(c->off[idx[b]] + t) * D]);
+  }
+  if (matched_out) *matched_out += NM;
+  if (!N || !NM) return 0;
   const cwm_step **st = cwm_xmalloc(sizeof(*st) * (size_t)N);
   for (int b = 0, k = 0; b < B; b++)
     for (int t = 0; t < c->len[idx[b]]; t++) st[k++] = &c->steps[idx[b]][t];
@@ -173,7 +215,7 @@ static float rollout_batch(cwm_world *w, const tcache *c, const int *idx, int B,
   float *Z = cwm_xmalloc(sizeof(float) * (size_t)(N + B) * D); /* z_0..z_T per trajectory */
   float *dZ = cwm_xcalloc((size_t)(N + B) * D, sizeof(float));
   float *du = cwm_xcalloc((size_t)N * D, sizeof(float)), *dd = cwm_xcalloc((size_t)N * D, sizeof(float));
-  float gamma = w->cfg.margin * (float)D, scale = 1.0f / ((float)D * (float)N);
+  float gamma = w->cfg.margin * (float)D, scale = 1.0f / ((float)D * (float)NM);
   double loss = 0, match = 0, base = 0;
   for (int b = 0, k = 0, zr = 0; b < B; b++) {
     int i = idx[b], T = c->len[i];
@@ -186,12 +228,13 @@ static float rollout_batch(cwm_world *w, const tcache *c, const int *idx, int B,
       cwm_transh_forward(z + (size_t)t * D, z + (size_t)(t - 1) * D, ab.u + (size_t)(k + t - 1) * D,
                          ab.d + (size_t)(k + t - 1) * D, 1, D);
       float *dzt = dZ + (size_t)(zr + t) * D;
+      if (isnan(Y[(size_t)t * D])) continue; /* no target at this step: the rollout goes on through it */
       float m = cwm_sqdist(z + (size_t)t * D, Y + (size_t)t * D, D, scale, dzt, NULL);
       match += m / D;
       base += cwm_sqdist(Y, Y + (size_t)t * D, D, 0, NULL, NULL) / D;
       loss += m * scale;
-      if (neg != i) {
-        int tn = t < c->len[neg] ? t : c->len[neg];
+      int tn = t < c->len[neg] ? t : c->len[neg];
+      if (neg != i && !isnan(Yn[(size_t)tn * D])) {
         loss += cwm_margin_rank(z + (size_t)t * D, Y + (size_t)t * D, Yn + (size_t)tn * D, D, gamma, scale, dzt, NULL,
                                 NULL) * scale;
       }
@@ -442,7 +485,7 @@ int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *e
     int nb = 0;
     for (int s = 0; s + B <= ct.n && !stopped(o); s += B) {
       cwm_params_zero_grad(&w->tp);
-      lsum += rollout_batch(w, &ct, perm + s, B, 1, NULL, NULL);
+      lsum += rollout_batch(w, &ct, perm + s, B, 1, NULL, NULL, NULL);
       cwm_params_clip_grad(&w->tp, 1.0f);
       cwm_adamw_step(&w->tp, &opt);
       nb++;
@@ -482,8 +525,7 @@ int cwm_world_train_transition(cwm_world *w, const cwm_train_opts *o, cwm_err *e
     for (int i = 0; i < cv.n; i++) vidx[i] = i;
     int VB = cv.n < B ? cv.n : B;
     for (int s = 0; VB >= 2 && s + VB <= cv.n; s += VB) {
-      rollout_batch(w, &cv, vidx + s, VB, 0, &vm, &vbase);
-      for (int b = 0; b < VB; b++) vsteps += cv.len[s + b];
+      rollout_batch(w, &cv, vidx + s, VB, 0, &vm, &vbase, &vsteps);
     }
     free(vidx);
     say(o, "transition epoch %d/%d: train loss %.4f; validation state matching %.4f per step (z_0 held still: %.4f); %.0f s",
