@@ -5,12 +5,12 @@
 #
 # usage: bench/heldout.sh [--cwm PATH] [--anchors PATH] [--trials N] [--threads T] [--repeats R]
 #                         [--model M] [--ids a,b,...] [--suite FILE] [--out DIR] [--before PATH] [--readme FILE]
-#                         [--marker NAME]
-# For each row it tunes N trials (default 64) with the model (default world) and T threads
-# (default 1), logging to DIR/ID.jsonl (a rerun resumes: raise --trials to go on), and exports the
-# best schedule. Then, R times (default 3), row after row, it times oneDNN's kernel (anchors_main,
-# median of 7 repeats of >= 50 ms) and re-times cwm's best schedule (`cwm measure`, 5 repeats of
-# >= 50 ms), interleaved so that the machine's drift falls on both. It prints and writes
+#                         [--marker NAME] [--seed S]
+# For each row it tunes N trials (default 64) with the model (default world), T threads (default
+# 1) and search seed S (default 1), logging to DIR/ID.jsonl (a rerun resumes: raise --trials to go
+# on), and exports the best schedule. Then, R times (default 3), row after row, it times oneDNN's
+# kernel (anchors_main, median of 7 repeats of >= 50 ms) and re-times cwm's best schedule (`cwm
+# measure`, 5 repeats of >= 50 ms), interleaved so that the machine's drift falls on both. It prints and writes
 # (DIR/heldout.tsv, DIR/heldout.md) the medians, cwm's speed as a fraction of oneDNN's
 # (oneDNN_us / cwm_us: above 1 is faster than oneDNN), the geometric mean and the lowest row, and
 # the same per kind of layer. --before PATH: a second cwm (built from an older commit) tunes and is
@@ -24,6 +24,7 @@ LIB=$(cd "$(dirname "$0")/lib" && pwd)
 CWM=build/cwm
 ANCHORS=build/anchors_main
 TRIALS=64
+SEED=1
 THREADS=1
 REPEATS=3
 MODEL=world
@@ -44,13 +45,13 @@ while [ $# -gt 0 ]; do
     *) echo "heldout.sh: unexpected '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
   esac
   case $opt in
-    --cwm) CWM=$val ;; --anchors) ANCHORS=$val ;; --trials) TRIALS=$val ;; --threads) THREADS=$val ;;
+    --cwm) CWM=$val ;; --anchors) ANCHORS=$val ;; --trials) TRIALS=$val ;; --seed) SEED=$val ;; --threads) THREADS=$val ;;
     --repeats) REPEATS=$val ;; --model) MODEL=$val ;; --ids) IDS=$val ;; --suite) SUITE=$val ;;
     --out) OUT=$val ;; --before) BEFORE=$val ;; --readme) README=$val ;; --marker) MARKER=$val ;;
     *) echo "heldout.sh: unknown option '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
   esac
 done
-for n in "$TRIALS" "$THREADS" "$REPEATS"; do
+for n in "$TRIALS" "$THREADS" "$REPEATS" "$SEED"; do
   case $n in ''|*[!0-9]*) echo "heldout.sh: '$n' is not a count" >&2; exit 2 ;; esac
 done
 [ -x "$CWM" ] || { echo "heldout.sh: no cwm at $CWM (--cwm)" >&2; exit 2; }
@@ -89,7 +90,7 @@ n=$(rows | wc -l)
 printf "heldout: %d layers, %s, %s trials each, %s thread(s), model %s, %s interleaved repeats\n" "$n" \
   "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
 tune() { # cwm dir id
-  "$1" tune --workload "$3" --model "$MODEL" --trials "$TRIALS" --threads "$THREADS" --log "$2/$3.jsonl" \
+  "$1" tune --workload "$3" --model "$MODEL" --trials "$TRIALS" --seed "$SEED" --threads "$THREADS" --log "$2/$3.jsonl" \
     --export "$2/$3" --name k --summary "$2/$3.json" --quiet > "$2/$3.out" 2> "$2/$3.err" ||
     { tail -3 "$2/$3.err"; echo "heldout: tuning $3 with $1 failed" >&2; exit 1; }
   sed -n 's/^ \* Schedule (Ansor-style steps): //p' "$2/$3/k.h" > "$2/$3/steps.txt"
@@ -146,8 +147,8 @@ awk -F'\t' 'function add(k) { l[k] += log($7); c[k]++; if (!(k in mn) || $7 < mn
                         bc[k] ? sprintf("%.3f", exp(bl[k] / bc[k])) : "-", exp(l[k] / c[k]), mn[k], mid[k]
   }' "$OUT/heldout.tsv" | sort | cut -f 2- > "$OUT/summary.tsv"
 {
-  printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s%s\` on %s: medians of %s\n" \
-    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "${BEFORE:+ --before OLD_CWM}" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$REPEATS"
+  printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s%s%s\` on %s: medians of %s\n" \
+    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$([ "$SEED" = 1 ] || echo " --seed $SEED")" "${BEFORE:+ --before OLD_CWM}" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$REPEATS"
   printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster)%s.\n\n" \
     "${BEFORE:+; before: the same for the code generator of the older build, tuned and timed in the same run}"
   printf "| kind of layer | layers | before | vs oneDNN (geomean) | lowest (layer) |\n|---|---:|---:|---:|---|\n"
