@@ -655,11 +655,40 @@ int main(void) {
     cwm_buf_init(&out);
     double tau = NAN;
     if (cm && a && b) {
-      CHECKF(cwm_eval_noise(cm, a, a, 40, 1, &out, &tau, &e) == 0, "%s", e.msg);
+      CHECKF(cwm_eval_noise(cm, a, a, 40, 1, NULL, &out, &tau, &e) == 0, "%s", e.msg);
       CHECKF(tau == 1.0, "self tau %g", tau);
-      CHECKF(cwm_eval_noise(cm, a, b, 40, 1, &out, &tau, &e) == 0, "%s", e.msg);
+      CHECKF(cwm_eval_noise(cm, a, b, 40, 1, NULL, &out, &tau, &e) == 0, "%s", e.msg);
       CHECKF(tau >= -1 && tau <= 1, "tau %g", tau);
       CHECKF(out.s && strstr(out.s, "| 8/8 |") && strstr(out.s, " of "), "%s", out.s ? out.s : "");
+      /* the candidates of a log: its records of a (20), not those of another workload (1) */
+      int ns = 0;
+      cwm_dag *d = NULL;
+      cwm_state **s = sample_states("matmul M=32 N=32 K=32", 20, &ns, &d);
+      char lp[128];
+      snprintf(lp, sizeof lp, "%s/noise.jsonl", dir);
+      cwm_log *lg = cwm_log_open(lp, &e);
+      CHECKF(lg && ns == 20, "%s (%d states)", e.msg, ns);
+      for (int i = 0; lg && i <= ns; i++) {
+        cwm_record r;
+        cwm_record_init(&r);
+        snprintf(r.key, sizeof r.key, "%s", i < ns ? cwm_dag_key(d) : "0123456789abcdef");
+        r.steps = i < ns ? s[i]->steps : s[0]->steps;
+        r.nsteps = i < ns ? s[i]->nsteps : s[0]->nsteps;
+        r.ncosts = 1;
+        r.costs[0] = 1e-5 * (i + 1);
+        CHECKF(cwm_log_append(lg, &r, &e) == 0, "%s", e.msg);
+      }
+      cwm_log_close(lg);
+      cwm_buf_free(&out);
+      cwm_buf_init(&out);
+      CHECKF(cwm_eval_noise(cm, a, a, 0, 1, lp, &out, &tau, &e) == 0, "%s", e.msg);
+      CHECKF(tau == 1.0 && out.s && strstr(out.s, "| 20 of 20 |"), "self tau %g: %s", tau, out.s ? out.s : "");
+      CHECKF(cwm_eval_noise(cm, a, b, 0, 1, lp, &out, &tau, &e) == 0 && tau >= -1 && tau <= 1, "%s", e.msg);
+      /* a log with no record of the workload is an error that names the log */
+      CHECK(cwm_eval_noise(cm, b, a, 0, 1, lp, &out, &tau, &e) != 0 && strstr(e.msg, "noise.jsonl"));
+      for (int i = 0; i < ns; i++) cwm_state_free(s[i]);
+      free(s);
+      cwm_dag_free(d);
     }
     cwm_buf_free(&out);
     cwm_workload_free(a);

@@ -95,6 +95,9 @@ int cwm_dataset_remeasure(const cwm_remeasure_opts *o, cwm_remeasure_result *res
 /* Replays steps on d, a workload of another shape: SP steps take the extent of the iterator they
  * split there, and their lengths shrink (largest first) until their product fits it. */
 int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err);
+/* The same with every split's lengths kept: only the extents are d's (a tile that no longer
+ * divides its axis is an uneven tile); an error where a step does not apply. */
+int cwm_replay_retarget(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err);
 
 enum { CWM_NOISE_SHAPE = 0, CWM_NOISE_RENAME = 1, CWM_NOISE_REORDER = 2 };
 
@@ -200,11 +203,13 @@ int cwm_eval_score(cwm_costmodel *m, const char *records, int list, cwm_buf *out
 int cwm_eval_train(cwm_costmodel *m, const char *log, int count, int per_round, cwm_err *err);
 
 /* Syntactic noise without measuring: count candidates of workload a from the search's initial
- * sampler (seed), the same schedules replayed on b (cwm_replay_fit), both scored by m; prints
- * the number that fit both, Kendall's tau-b of the two score vectors and how many of a's top 8
- * are b's top 8. *tau gets the correlation (NULL: not wanted). */
+ * sampler (seed), or, when candidates names a log, the schedules of its records of a (a tuning
+ * log of a: the programs a search measured), the same schedules replayed on b (sampled ones by
+ * cwm_replay_fit, a log's by cwm_replay_retarget: the programs it measured, tiles kept), both
+ * scored by m; prints the number that fit both, Kendall's tau-b of the two score vectors
+ * and how many of a's top 8 are b's top 8. *tau gets the correlation (NULL: not wanted). */
 int cwm_eval_noise(cwm_costmodel *m, const cwm_workload *a, const cwm_workload *b, int count, uint64_t seed,
-                   cwm_buf *out, double *tau, cwm_err *err);
+                   const char *candidates, cwm_buf *out, double *tau, cwm_err *err);
 
 /* Ansor's cost model trained on the measured records of records (the training part of the split
  * by workload when vf > 0, everything when vf = 0) and saved to out: the file `cwm tune --model

@@ -79,12 +79,16 @@ static const char *EVAL_HELP =
     "time, as the search that measured them did: how that search's model orders other records.\n"
     "\n"
     "usage: cwm eval noise --workload A --other B [--count N] [--seed S] [--suite FILE]\n"
-    "                      [--model {world,ansor,random}] [--model-file MODEL] [--pretrained FILE]\n"
+    "                      [--candidates LOG] [--model {world,ansor,random}] [--model-file MODEL]\n"
+    "                      [--pretrained FILE]\n"
     "Syntactic noise without measuring: N (256) candidates of A from the search's initial\n"
-    "sampler, the same schedules replayed on B (split lengths shrunk to fit), both scored by the\n"
-    "model; prints how many fit both, Kendall's tau-b of the two score vectors and how many of\n"
-    "A's top 8 are B's top 8. A and B are meant to be one computation at shapes one apart\n"
-    "(matmul 1024 and 1023): a model that reads programs, not their spelling, gives tau near 1.\n";
+    "sampler, or with --candidates the schedules of LOG's records of A (a tuning log of A: the\n"
+    "programs a search measured, which are harder to tell apart), the same schedules replayed\n"
+    "on B (sampled ones with split lengths shrunk to fit, a log's with them kept: a tile that no\n"
+    "longer divides is an uneven one), both scored by the model; prints how many fit both,\n"
+    "Kendall's tau-b of the two score vectors and how many of A's top 8 are B's top 8. A and B\n"
+    "are meant to be one computation at shapes one apart (matmul 1024 and 1023): a model that\n"
+    "reads programs, not their spelling, gives tau near 1.\n";
 
 static int train_ansor(int argc, char **argv) {
   cli_opt o[] = {{"--records", 1, NULL}, {"--out", 1, NULL}, {"--valid-fraction", 1, NULL}, {"--seed", 1, NULL},
@@ -278,7 +282,7 @@ static int eval_score(int argc, char **argv) {
 static int eval_noise(int argc, char **argv) {
   cli_opt o[] = {{"--workload", 1, NULL},   {"--other", 1, NULL}, {"--count", 1, NULL},
                  {"--seed", 1, NULL},       {"--suite", 1, NULL}, {"--model", 1, NULL},
-                 {"--model-file", 1, NULL}, {"--pretrained", 1, NULL}};
+                 {"--model-file", 1, NULL}, {"--pretrained", 1, NULL}, {"--candidates", 1, NULL}};
   int rc = cli_parse(argc, argv, o, NOPT(o), EVAL_HELP);
   if (rc) return rc < 0 ? 0 : rc;
   if (!cli_get(o, NOPT(o), "--workload") || !cli_get(o, NOPT(o), "--other"))
@@ -300,7 +304,7 @@ static int eval_noise(int argc, char **argv) {
     cwm_buf out;
     cwm_buf_init(&out);
     cwm_buf_printf(&out, "| model | A | B | candidates fitting both | Kendall tau-b | top-8 overlap |\n|---|---|---|---|---|---|\n");
-    rc = cwm_eval_noise(m, a, b, (int)count, (uint64_t)seed, &out, NULL, &e);
+    rc = cwm_eval_noise(m, a, b, (int)count, (uint64_t)seed, cli_get(o, NOPT(o), "--candidates"), &out, NULL, &e);
     if (!rc) fputs(out.s, stdout);
     cwm_buf_free(&out);
     cwm_costmodel_free(m);

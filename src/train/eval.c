@@ -610,8 +610,33 @@ static int top_overlap(const double *x, const double *y, int n, int k) {
   return c;
 }
 
+/* The schedules of the records of log that belong to workload d (by key) and replay on it. */
+static int log_states(const cwm_dag *d, const char *log, cwm_state ***out, int *n, cwm_err *err) {
+  cwm_record *recs = NULL;
+  int nr = 0;
+  *out = NULL;
+  *n = 0;
+  int rc = cwm_log_read(log, &recs, &nr, NULL, err);
+  if (rc) return rc;
+  *out = cwm_xcalloc((size_t)(nr ? nr : 1), sizeof **out);
+  int other = 0;
+  for (int i = 0; i < nr; i++) {
+    cwm_err e2 = {0};
+    if (strcmp(recs[i].key, cwm_dag_key(d))) {
+      other++;
+      continue;
+    }
+    if (cwm_state_replay(d, recs[i].steps, recs[i].nsteps, &(*out)[*n], NULL, &e2) == 0) (*n)++;
+  }
+  cwm_records_free(recs, nr);
+  if (!*n)
+    rc = cwm_fail(err, CWM_ENOSCHED, "noise: %s holds no schedule of %s (%d records of other workloads)", log,
+                  cwm_dag_workload(d)->name, other);
+  return rc;
+}
+
 int cwm_eval_noise(cwm_costmodel *m, const cwm_workload *a, const cwm_workload *b, int count, uint64_t seed,
-                   cwm_buf *out, double *tau, cwm_err *err) {
+                   const char *candidates, cwm_buf *out, double *tau, cwm_err *err) {
   if (tau) *tau = NAN;
   cwm_dag *da = cwm_dag_new(a, err);
   if (!da) return err ? err->code : CWM_EPARSE;
@@ -620,19 +645,25 @@ int cwm_eval_noise(cwm_costmodel *m, const cwm_workload *a, const cwm_workload *
     cwm_dag_free(da);
     return err ? err->code : CWM_EPARSE;
   }
-  cwm_space_opts so;
-  cwm_space_opts_default(&so);
-  cwm_rng r;
-  cwm_rng_seed(&r, seed);
   cwm_state **sa = NULL;
-  int n = 0;
-  int rc = cwm_sample_initial(da, &so, &r, count, &sa, &n, err);
+  int n = 0, rc;
+  if (candidates) {
+    rc = log_states(da, candidates, &sa, &n, err);
+  } else {
+    cwm_space_opts so;
+    cwm_space_opts_default(&so);
+    cwm_rng r;
+    cwm_rng_seed(&r, seed);
+    rc = cwm_sample_initial(da, &so, &r, count, &sa, &n, err);
+  }
   cwm_state **pa = cwm_xcalloc((size_t)(n ? n : 1), sizeof *pa), **pb = cwm_xcalloc((size_t)(n ? n : 1), sizeof *pb);
   int k = 0;
   for (int i = 0; i < n && !rc; i++) {
     cwm_state *y = NULL;
     cwm_err e2 = {0};
-    if (cwm_replay_fit(db, sa[i]->steps, sa[i]->nsteps, &y, &e2)) continue; /* does not fit b */
+    int bad = candidates ? cwm_replay_retarget(db, sa[i]->steps, sa[i]->nsteps, &y, &e2)
+                        : cwm_replay_fit(db, sa[i]->steps, sa[i]->nsteps, &y, &e2);
+    if (bad) continue; /* does not fit b */
     pa[k] = sa[i];
     pb[k++] = y;
   }

@@ -23,7 +23,7 @@ static cwm_workload *copy_workload(const cwm_workload *w, cwm_err *err) {
   return c;
 }
 
-int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err) {
+static int replay_on(const cwm_dag *d, const cwm_step *steps, int n, int shrink, cwm_state **out, cwm_err *err) {
   cwm_state *s = cwm_state_init(d);
   for (int i = 0; i < n; i++) {
     cwm_step st = steps[i];
@@ -32,7 +32,7 @@ int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **o
       const cwm_stage *sg = &s->stages[st.stage];
       int ext = sg->nodes[sg->iters[st.iter]].extent;
       if (st.extent) st.extent = ext;
-      for (;;) {
+      while (shrink) {
         long prod = 1;
         int big = -1;
         for (int k = 0; k < st.n; k++) {
@@ -51,6 +51,14 @@ int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **o
   }
   *out = s;
   return 0;
+}
+
+int cwm_replay_fit(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err) {
+  return replay_on(d, steps, n, 1, out, err);
+}
+
+int cwm_replay_retarget(const cwm_dag *d, const cwm_step *steps, int n, cwm_state **out, cwm_err *err) {
+  return replay_on(d, steps, n, 0, out, err);
 }
 
 static const char *const size_keys[][5] = {
