@@ -5,7 +5,8 @@
 #
 # usage: bench/learning_curve.sh --records FILE --trajectories FILE [--cwm PATH] [--model-file BASE]
 #                                [--pretrain LIST] [--fractions LIST] [--value-traj N] [--seeds LIST]
-#                                [--neighbours FILE] [--out DIR] [--report FILE] [--marker NAME]
+#                                [--neighbours FILE] [--compare LIST] [--out DIR] [--report FILE]
+#                                [--marker NAME]
 # --records: measured records (`cwm tune` logs, e.g. data/measured-0.3.jsonl unpacked). They are
 # split by workload as `cwm train` splits them (`cwm dataset split --valid-fraction 0.15`): the
 # held-out workloads keep all their records in every run and are the ones scored; of the training
@@ -19,7 +20,8 @@
 # train transition --epochs 4 --records ... --value-gap 0.15 --weight-decay 0.1` over --value-traj
 # trajectories, default 1700, taken evenly), the ranker (`cwm train ranker --rounds 200 --mode
 # value`), and `cwm eval score` on the held-out records. For reference, Ansor's cost model
-# pre-trained on each fraction's records (`cwm train ansor`) is scored the same way.
+# pre-trained on each fraction's records (`cwm train ansor`) is scored the same way, and so is
+# every world model file of --compare (comma-separated; e.g. the shipped models/default.cwm).
 # --neighbours FILE: lines "LOG<TAB>A<TAB>B" (a tuning log of workload A, e.g. a 64-trial run,
 # and B, A at a shape one apart); every model also scores LOG's schedules on A and on B (`cwm
 # eval noise --candidates`), and the table gives the mean rank correlation over the pairs.
@@ -43,6 +45,7 @@ VALUE_TRAJ=1700
 SEEDS=1,2,3
 OUT=bench-out/learning
 NEIGHBOURS=""
+COMPARE=""
 REPORT=""
 MARKER=learning
 die() { echo "learning_curve.sh: $*" >&2; exit 2; }
@@ -50,7 +53,7 @@ while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
     --*=*) val=${opt#*=}; opt=${opt%%=*}; shift ;;
-    --help|-h) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --*) [ $# -ge 2 ] || die "$opt needs a value; see bench/learning_curve.sh --help"
          val=$2; shift 2 ;;
     *) die "unexpected '$opt'; see bench/learning_curve.sh --help" ;;
@@ -59,7 +62,7 @@ while [ $# -gt 0 ]; do
     --cwm) CWM=$val ;; --model-file) BASE=$val ;; --records) RECORDS=$val ;; --trajectories) TRAJ=$val ;;
     --pretrain) PRETRAIN=$val ;; --fractions) FRACTIONS=$val ;; --value-traj) VALUE_TRAJ=$val ;;
     --seeds) SEEDS=$val ;; --out) OUT=$val ;; --report) REPORT=$val ;; --marker) MARKER=$val ;;
-    --neighbours) NEIGHBOURS=$val ;;
+    --neighbours) NEIGHBOURS=$val ;; --compare) COMPARE=$val ;;
     *) die "unknown option $opt; see bench/learning_curve.sh --help" ;;
   esac
 done
@@ -89,6 +92,7 @@ if [ -n "$NEIGHBOURS" ]; then
     [ -r "$log" ] || die "--neighbours: cannot read $log"
   done < "$NEIGHBOURS"
 fi
+for m in $(echo "$COMPARE" | tr , ' '); do [ -r "$m" ] || die "--compare: cannot read $m"; done
 [ -z "$REPORT" ] || grep -q "^<!-- $MARKER:begin -->\$" "$REPORT" ||
   die "$REPORT has no line <!-- $MARKER:begin --> (--report, --marker)"
 mkdir -p "$OUT"
@@ -197,6 +201,13 @@ for f in $FRACTIONS; do
   printf 'ansor\t%s\t%s\t-\t%s\n' "$f" "$nw" "$(score "ansor-f$f" --model ansor --pretrained "$OUT/ansor-f$f.bin")" >> "$OUT/runs.tsv"
 done
 
+# the models of --compare, as they are
+c=0
+for m in $(echo "$COMPARE" | tr , ' '); do
+  c=$((c + 1))
+  printf 'model:%s\t-\t-\t-\t%s\n' "$m" "$(score "compare-$c" --model-file "$m")" >> "$OUT/runs.tsv"
+done
+
 # per start and fraction: mean over seeds, and the range of the first pick and of tau
 pairs=0
 [ -z "$NEIGHBOURS" ] || pairs=$(awk '!/^#/ && NF {c++} END {print c + 0}' "$NEIGHBOURS")
@@ -219,8 +230,10 @@ awk -F'\t' -v nv="$NV" -v seeds="$(echo $SEEDS | wc -w)" -v src="$RECORDS" -v pa
     print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     for (i = 1; i <= no; i++) { k = order[i]; c = n[k]
       name = pre[k] == "ansor" ? "Ansor\047s cost model, pre-trained" : pre[k] == 0 ? "world, transition as given" : "world, transition pre-trained on " pre[k] " trajectories"
-      printf "| %s | %d (%d%%) | %.3f | %.3f | %.3f | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %.3f | %s |\n",
-        name, nw[k], fr[k], sum[k, 5] / c, sum[k, 6] / c, sum[k, 7] / c, sum[k, 8] / c, tlo[k], thi[k],
+      if (pre[k] ~ /^model:/) name = substr(pre[k], 7) " (as it is)"
+      measured = fr[k] == "-" ? "-" : sprintf("%d (%d%%)", nw[k], fr[k])
+      printf "| %s | %s | %.3f | %.3f | %.3f | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %.3f | %s |\n",
+        name, measured, sum[k, 5] / c, sum[k, 6] / c, sum[k, 7] / c, sum[k, 8] / c, tlo[k], thi[k],
         sum[k, 9] / c, lo[k], hi[k], sum[k, 10] / c, nnb[k] ? sprintf("%.3f", nb[k] / nnb[k]) : "-" }
   }' "$OUT/runs.tsv" > "$OUT/learning.md"
 cat "$OUT/learning.md"

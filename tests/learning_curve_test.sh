@@ -62,7 +62,7 @@ cd "$SRC"
 fail() { echo "learning_curve_test: $*"; cat "$T/log" 2>/dev/null; exit 1; }
 run() {
   sh bench/learning_curve.sh --cwm "$T/cwm" --model-file "$T/base.cwm" --records "$T/records.jsonl" --trajectories "$T/traj.jsonl" \
-    --pretrain 0,50 --fractions 25,100 --value-traj 10 --seeds 1,2 --neighbours "$T/neighbours.tsv" --out "$T/out" \
+    --pretrain 0,50 --fractions 25,100 --value-traj 10 --seeds 1,2 --neighbours "$T/neighbours.tsv" --compare "$T/base.cwm" --out "$T/out" \
     --report "$T/REPORT.md" > "$T/log" 2>&1
 }
 run || fail "run failed"
@@ -73,11 +73,12 @@ row "world, transition as given | 4 (25%) | 0.080 | 0.900 | 0.500 | 0.150 (0.100
 row "world, transition as given | 16 (100%) | 0.320 | 0.900 | 0.500 | 0.150 (0.100-0.200) | 3.000 (2.000-4.000) | 1.000 | 0.550"
 row "world, transition pre-trained on 50 trajectories | 16 (100%) | 0.320 | 0.900 | 0.500 | 0.200 (0.150-0.250) | 3.000 (2.000-4.000) | 1.000 | 0.950"
 row "Ansor's cost model, pre-trained | 4 (25%) | 0.080 | 0.900 | 0.500 | 0.000 (0.000-0.000) | 4.000 (4.000-4.000) | 1.000 | 0.750"
+row "$T/base.cwm (as it is) | - | 0.000 | 0.900 | 0.500 | 0.000 (0.000-0.000) | 4.000 (4.000-4.000) | 1.000 | 0.550"
 grep -q "2 held-out workloads" "$T/REPORT.md" || fail "the held-out count is not said"
 grep -q "over 2 pairs" "$T/REPORT.md" || fail "the number of neighbour pairs is not said"
 [ "$(head -1 "$T/REPORT.md")" = intro ] && [ "$(tail -1 "$T/REPORT.md")" = rest ] || fail "the report around the markers changed"
 grep -q stale "$T/REPORT.md" && fail "the old table is still there"
-[ "$(grep -c . "$T/out/runs.tsv")" = 11 ] || fail "runs.tsv: $(grep -c . "$T/out/runs.tsv") lines, not 1 + 8 + 2"
+[ "$(grep -c . "$T/out/runs.tsv")" = 12 ] || fail "runs.tsv: $(grep -c . "$T/out/runs.tsv") lines, not 1 + 8 + 2 + 1"
 # the pre-training saw 50 trajectories, from the base model; each value step 10, from its start
 grep -q "pre data=50 from=base" "$T/out/pre-50.cwm" || fail "pre-training: $(cat "$T/out/pre-50.cwm")"
 grep -q "value seed=2 data=10 train=8 from=\[pre data=50 from=base\]" "$T/out/p50-f25-s2.value.cwm" ||
@@ -100,6 +101,7 @@ bad --value-traj 0
 bad --marker 'a b' --report "$T/REPORT.md"
 printf 'only-a-log\tpairA\n' > "$T/bad.tsv"
 bad --neighbours "$T/bad.tsv"
+bad --compare "$T/none.cwm"
 if sh bench/learning_curve.sh --cwm "$T/cwm" --trajectories "$T/traj.jsonl" > "$T/log" 2>&1; then fail "ran without --records"; fi
 grep -q -- --records "$T/log" || fail "no word of --records: $(cat "$T/log")"
 echo "learning_curve_test: ok"
