@@ -38,6 +38,7 @@
 #include "cwm/record.h"
 #include "cwm/search.h"
 #include "cwm/state.h"
+#include "cwm/train.h"
 #include "cwm/world.h"
 #include "env.h"
 #include "anchors.h"
@@ -449,23 +450,12 @@ static void noise_log(const ctx_t *c, const char *id, char *log, size_t n) {
   if (!file_exists(log)) snprintf(log, n, "%s/noise/world_%s_s1.jsonl", c->dir, id);
 }
 
-/* The state of steps on another shape of the same computation: every split step takes the extent
- * its iterator has there (the lengths stay; a non-dividing one leaves a guarded tail). NULL when a
- * step does not fit (a length product above the new extent, say). */
+/* The state of steps on another shape of the same computation (cwm_replay_retarget: every split
+ * takes the extent its iterator has there, the lengths stay). NULL when a step does not fit. */
 static cwm_state *retarget(const cwm_dag *d, const cwm_step *steps, int n) {
-  cwm_state *s = cwm_state_init(d);
-  for (int i = 0; i < n; i++) {
-    cwm_step st = steps[i];
-    if (st.kind == CWM_S_SP && st.stage >= 0 && st.stage < s->nstages && st.iter >= 0 &&
-        st.iter < s->stages[st.stage].niters)
-      st.extent = s->stages[st.stage].nodes[s->stages[st.stage].iters[st.iter]].extent;
-    cwm_err e = {0};
-    if (cwm_state_apply(s, &st, &e)) {
-      cwm_state_free(s);
-      return NULL;
-    }
-  }
-  return s;
+  cwm_state *s = NULL;
+  cwm_err e = {0};
+  return cwm_replay_retarget(d, steps, n, &s, &e) ? NULL : s;
 }
 
 /* Steps of the best record of a log, retargeted to spec, as a JSON line in file out; 0 if
