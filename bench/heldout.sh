@@ -85,18 +85,11 @@ kind() { # op params
 }
 # aligned columns where column(1) is installed (bsdextrautils), tab-separated otherwise
 table() { if command -v column > /dev/null 2>&1; then column -t -s "$TAB"; else cat; fi; }
-# the CPU the figures belong to: its name, family and model numbers and widest vector extension
-# ("AMD EPYC" alone names several kinds of core)
-cpu() {
-  awk -F'\t*: ' '$1 == "model name" && m == "" {m = $2} $1 == "cpu family" && f == "" {f = $2}
-    $1 == "model" && d == "" {d = $2}
-    $1 == "flags" && i == "" {i = $2 ~ / avx512f / ? "AVX-512" : $2 ~ / avx2 / ? "AVX2" : "no AVX2"}
-    END {printf "%s", m; if (f != "") printf " (family %s model %s, %s)", f, d, i}' /proc/cpuinfo
-}
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 n=$(rows | wc -l)
+CPU=$(awk -f "$LIB/cpu.awk" /proc/cpuinfo)
 printf "heldout: %d layers, %s, %s trials each, %s thread(s), model %s, %s interleaved repeats\n" "$n" \
-  "$(cpu)" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
+  "$CPU" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
 tune() { # cwm dir id
   "$1" tune --workload "$3" --model "$MODEL" --trials "$TRIALS" --seed "$SEED" --threads "$THREADS" --log "$2/$3.jsonl" \
     --export "$2/$3" --name k --summary "$2/$3.json" --quiet > "$2/$3.out" 2> "$2/$3.err" ||
@@ -156,7 +149,7 @@ awk -F'\t' 'function add(k) { l[k] += log($7); c[k]++; if (!(k in mn) || $7 < mn
   }' "$OUT/heldout.tsv" | sort | cut -f 2- > "$OUT/summary.tsv"
 {
   printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s%s%s\` on %s: medians of %s\n" \
-    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$([ "$SEED" = 1 ] || echo " --seed $SEED")" "${BEFORE:+ --before OLD_CWM}" "$(cpu)" "$REPEATS"
+    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$([ "$SEED" = 1 ] || echo " --seed $SEED")" "${BEFORE:+ --before OLD_CWM}" "$CPU" "$REPEATS"
   printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster)%s.\n\n" \
     "${BEFORE:+; before: the same for the code generator of the older build, tuned and timed in the same run}"
   printf "| kind of layer | layers | before | vs oneDNN (geomean) | lowest (layer) |\n|---|---:|---:|---:|---|\n"

@@ -22,7 +22,7 @@ grep -qw avx2 /proc/cpuinfo || { echo "target_export: this CPU has no AVX2"; exi
 mkdir -p "$OUT"
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 printf "target_export: %s, %d trials per workload, %d interleaved repeats, 1 thread\n" \
-  "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$TRIALS" "$REPEATS"
+  "$(awk -f "$(dirname "$0")/lib/cpu.awk" /proc/cpuinfo)" "$TRIALS" "$REPEATS"
 printf "%-14s %12s %12s %12s %9s\n" workload tune_best_us tuner_us exported_us ratio
 for w in $WLS; do
   d="$OUT/$w"
