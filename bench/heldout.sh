@@ -5,7 +5,7 @@
 #
 # usage: bench/heldout.sh [--cwm PATH] [--anchors PATH] [--trials N] [--threads T] [--repeats R]
 #                         [--model M] [--ids a,b,...] [--suite FILE] [--out DIR] [--before PATH] [--readme FILE]
-#                         [--marker NAME] [--seed S]
+#                         [--marker NAME] [--seed S] [--target NAME]
 # For each row it tunes N trials (default 64) with the model (default world), T threads (default
 # 1) and search seed S (default 1), logging to DIR/ID.jsonl (a rerun resumes: raise --trials to go
 # on), and exports the best schedule. Then, R times (default 3), row after row, it times oneDNN's
@@ -18,6 +18,9 @@
 # code generator's before and after in one run. --readme FILE: the Markdown tables replace what
 # FILE holds between the lines <!-- heldout:begin --> and <!-- heldout:end --> (--marker NAME:
 # <!-- NAME:begin --> and <!-- NAME:end -->, so that a file can hold several such tables).
+# --target NAME: cwm tunes and times for that instruction set (`cwm --target list`) and oneDNN
+# is held to the same (ONEDNN_MAX_CPU_ISA): avx2 on an AVX-512 CPU stands in for an AVX2 one
+# (same registers and instructions; not the same cores, caches or clock).
 # Keep the machine quiet while it runs: nothing else timed or built.
 set -eu
 LIB=$(cd "$(dirname "$0")/lib" && pwd)
@@ -34,12 +37,13 @@ OUT=bench-out/heldout
 BEFORE=""
 README=""
 MARKER=heldout
+TARGET=native
 usage() { sed -n '5,6p' "$0" | sed 's/^# //'; }
 while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
     --*=*) val=${opt#*=}; opt=${opt%%=*}; shift ;;
-    --help|-h) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --*) [ $# -ge 2 ] || { echo "heldout.sh: $opt needs a value; see bench/heldout.sh --help" >&2; exit 2; }
          val=$2; shift 2 ;;
     *) echo "heldout.sh: unexpected '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
@@ -48,6 +52,7 @@ while [ $# -gt 0 ]; do
     --cwm) CWM=$val ;; --anchors) ANCHORS=$val ;; --trials) TRIALS=$val ;; --seed) SEED=$val ;; --threads) THREADS=$val ;;
     --repeats) REPEATS=$val ;; --model) MODEL=$val ;; --ids) IDS=$val ;; --suite) SUITE=$val ;;
     --out) OUT=$val ;; --before) BEFORE=$val ;; --readme) README=$val ;; --marker) MARKER=$val ;;
+    --target) TARGET=$val ;;
     *) echo "heldout.sh: unknown option '$opt'; see bench/heldout.sh --help" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +64,14 @@ done
 [ -r "$SUITE" ] || { echo "heldout.sh: cannot read $SUITE" >&2; exit 2; }
 [ -z "$BEFORE" ] || [ -x "$BEFORE" ] || { echo "heldout.sh: no cwm at $BEFORE (--before)" >&2; exit 2; }
 case $MARKER in *[!A-Za-z0-9_-]*|'') echo "heldout.sh: --marker takes letters, digits, - and _" >&2; exit 2 ;; esac
+# oneDNN's name for the same instruction set (its dispatcher takes no wider one)
+case $TARGET in
+  native) ;;
+  avx512) export ONEDNN_MAX_CPU_ISA=AVX512_CORE DNNL_MAX_CPU_ISA=AVX512_CORE ;;
+  avx2) export ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2 ;;
+  sse4) export ONEDNN_MAX_CPU_ISA=SSE41 DNNL_MAX_CPU_ISA=SSE41 ;;
+  *) echo "heldout.sh: --target takes native, avx512, avx2 or sse4 (the x86 targets oneDNN can be held to)" >&2; exit 2 ;;
+esac
 [ -z "$README" ] || grep -q "^<!-- $MARKER:begin -->\$" "$README" ||
   { echo "heldout.sh: $README has no line <!-- $MARKER:begin --> (--readme, --marker)" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -88,17 +101,18 @@ table() { if command -v column > /dev/null 2>&1; then column -t -s "$TAB"; else 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 n=$(rows | wc -l)
 CPU=$(awk -f "$LIB/cpu.awk" /proc/cpuinfo)
+[ "$TARGET" = native ] || CPU="$CPU, code for --target $TARGET"
 printf "heldout: %d layers, %s, %s trials each, %s thread(s), model %s, %s interleaved repeats\n" "$n" \
   "$CPU" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
 tune() { # cwm dir id
-  "$1" tune --workload "$3" --model "$MODEL" --trials "$TRIALS" --seed "$SEED" --threads "$THREADS" --log "$2/$3.jsonl" \
+  "$1" tune --target "$TARGET" --workload "$3" --model "$MODEL" --trials "$TRIALS" --seed "$SEED" --threads "$THREADS" --log "$2/$3.jsonl" \
     --export "$2/$3" --name k --summary "$2/$3.json" --quiet > "$2/$3.out" 2> "$2/$3.err" ||
     { tail -3 "$2/$3.err"; echo "heldout: tuning $3 with $1 failed" >&2; exit 1; }
   sed -n 's/^ \* Schedule (Ansor-style steps): //p' "$2/$3/k.h" > "$2/$3/steps.txt"
   : > "$2/$3/cwm.txt"
 }
 measure() { # cwm dir id: one re-timing of the exported schedule, appended to dir/id/cwm.txt
-  "$1" measure --workload "$3" --steps "$2/$3/steps.txt" --threads "$THREADS" 2> /dev/null |
+  "$1" measure --target "$TARGET" --workload "$3" --steps "$2/$3/steps.txt" --threads "$THREADS" 2> /dev/null |
     awk -F'\t' 'NR == 1 {print $2 + 0}' >> "$2/$3/cwm.txt"
 }
 [ -z "$BEFORE" ] || mkdir -p "$OUT/before"
@@ -149,7 +163,8 @@ awk -F'\t' 'function add(k) { l[k] += log($7); c[k]++; if (!(k in mn) || $7 < mn
   }' "$OUT/heldout.tsv" | sort | cut -f 2- > "$OUT/summary.tsv"
 {
   printf "Measured by \`bench/heldout.sh --trials %s --threads %s --model %s --repeats %s%s%s\` on %s: medians of %s\n" \
-    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$([ "$SEED" = 1 ] || echo " --seed $SEED")" "${BEFORE:+ --before OLD_CWM}" "$CPU" "$REPEATS"
+    "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$([ "$SEED" = 1 ] || echo " --seed $SEED")$([ "$TARGET" = native ] || echo " --target $TARGET")" \
+    "${BEFORE:+ --before OLD_CWM}" "$CPU" "$REPEATS"
   printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster)%s.\n\n" \
     "${BEFORE:+; before: the same for the code generator of the older build, tuned and timed in the same run}"
   printf "| kind of layer | layers | before | vs oneDNN (geomean) | lowest (layer) |\n|---|---:|---:|---:|---|\n"

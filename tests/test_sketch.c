@@ -337,7 +337,14 @@ static void test_register_tile(void) {
 /* Samples 300 programs of spec, picks up to 8 whose generated code contains `marker`, and
  * measures them and one mutant of each: all must compute the right thing. Returns the number
  * picked; *split_rem counts the samples with a split that does not divide its extent. */
+static int check_sampled_where(const char *spec, uint64_t seed, const char *marker,
+                               int (*pred)(const cwm_state *), int *split_rem);
 static int check_sampled_with(const char *spec, uint64_t seed, const char *marker, int *split_rem) {
+  return check_sampled_where(spec, seed, marker, NULL, split_rem);
+}
+/* the same, picking the programs pred accepts where marker is NULL */
+static int check_sampled_where(const char *spec, uint64_t seed, const char *marker,
+                               int (*pred)(const cwm_state *), int *split_rem) {
   cwm_err e = {0};
   cwm_workload *w = cwm_workload_from_spec(spec, NULL, &e);
   cwm_measure_opts mo = test_measure_opts(0);
@@ -366,7 +373,7 @@ static int check_sampled_with(const char *spec, uint64_t seed, const char *marke
       rem |= st->kind == CWM_S_SP && st->extent % prod != 0;
     }
     *split_rem += rem;
-    if (strstr(k.body, marker) && np < 8) pick[np++] = cand[i];
+    if ((marker ? strstr(k.body, marker) != NULL : pred(cand[i])) && np < 8) pick[np++] = cand[i];
     cwm_kernel_free(&k);
   }
   int m = np;
@@ -385,7 +392,7 @@ static int check_sampled_with(const char *spec, uint64_t seed, const char *marke
     cwm_record_free(&recs[i]);
   }
   fprintf(stderr, "%s: %d of %d samples with a split that does not divide, %d picked with '%s'\n", spec,
-          *split_rem, n, np, marker);
+          *split_rem, n, np, marker ? marker : "the predicate");
   for (int i = np; i < m; i++) cwm_state_free(pick[i]);
   cwm_states_free(cand, n);
   cwm_task_free(t);
@@ -480,6 +487,80 @@ static void test_padded_rows(void) {
   cwm_dag_free(d);
 }
 
+/* The split of a product's reduction holding all of it in the inner level (its outer loop runs
+ * once), where the reduction is longer than Ansor's innermost bound of 64; the tile size of
+ * the stage (the product of its three-length splits' inner lengths) in *tile and its
+ * auto-unroll step in *unroll. */
+static int whole_reduction(const cwm_state *s, long *tile, int *unroll) {
+  int found = 0;
+  for (int j = 0; j < s->nsteps; j++) {
+    const cwm_step *st = &s->steps[j];
+    if (!cwm_splits_reduction(s, j) || st->extent <= 64 || st->v[0] != st->extent) continue;
+    found = 1;
+    *tile = 1;
+    *unroll = -1;
+    for (int q = 0; q < s->nsteps; q++) {
+      const cwm_step *u = &s->steps[q];
+      if (u->stage != st->stage) continue;
+      if (u->kind == CWM_S_SP && u->n == 3) *tile *= u->v[2];
+      if (u->kind == CWM_S_PR) *unroll = u->a;
+    }
+  }
+  return found;
+}
+static int whole_reduction_pred(const cwm_state *s) {
+  long tile;
+  int unroll;
+  return whole_reduction(s, &tile, &unroll);
+}
+
+/* The register-tile prior keeps the whole reduction inside the tile half the time, past Ansor's
+ * bound of 64 on innermost lengths (389, prime: the accumulators are stored once, not every 64
+ * or fewer FMAs), and then unrolls the whole tile (codegen keeps a tile in registers only then).
+ * Mutation keeps such a split valid. Such programs are drawn, and they and their mutants compute
+ * the right thing. */
+static void test_whole_reduction(void) {
+  cwm_dag *d = dag_of("matmul M=197 N=1001 K=389");
+  cwm_space_opts o;
+  cwm_space_opts_default(&o);
+  cwm_rng r;
+  cwm_rng_seed(&r, 19);
+  cwm_state **c = NULL;
+  int n = 0, whole = 0, unrolled = 0, mutants = 0, long_inner = 0;
+  cwm_err e = {0};
+  CHECKF(cwm_sample_initial(d, &o, &r, 300, &c, &n, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < n; i++) {
+    long tile;
+    int unroll;
+    if (!whole_reduction(c[i], &tile, &unroll)) continue;
+    whole++;
+    unrolled += tile <= 512 && unroll >= tile;
+    CHECKF(tile > 512 || unroll >= tile, "candidate %d: a %ld-element tile unrolled up to %d", i, tile, unroll);
+    for (int k = 0; k < 20; k++) {
+      cwm_state *m = NULL;
+      if (cwm_mutate(c[i], &o, &r, &m, &e)) continue;
+      mutants++;
+      for (int j = 0; j < m->nsteps; j++)
+        if (cwm_splits_reduction(m, j)) {
+          CHECKF(m->steps[j].v[0] >= 1 && m->steps[j].v[0] <= m->steps[j].extent, "a mutant splits %d by %d",
+                 m->steps[j].extent, m->steps[j].v[0]);
+          long_inner += m->steps[j].v[0] > 64;
+        }
+      cwm_state_free(m);
+    }
+  }
+  fprintf(stderr, "matmul 197 x 1001 x 389: %d of %d candidates keep the whole reduction inside, %d of them "
+          "unroll their tile; %d of %d mutants keep an inner reduction over 64\n", whole, n, unrolled, long_inner,
+          mutants);
+  CHECKF(whole * 20 >= n, "only %d of %d candidates hold the whole reduction", whole, n);
+  CHECKF(long_inner * 2 >= mutants, "mutation undid the long reduction in %d of %d mutants", mutants - long_inner,
+         mutants);
+  cwm_states_free(c, n);
+  cwm_dag_free(d);
+  int rem, np = check_sampled_where("dense M=20 N=48 K=97 bias=1 act=relu", 53, NULL, whole_reduction_pred, &rem);
+  CHECKF(np >= 2, "only %d candidates with the whole reduction inside the tile", np);
+}
+
 /* A batch matrix product whose second operand is given as [B,N,K]: programs that vectorize N
  * copy it into [.., K, N] panels per call, in 8 x 8 blocks transposed in registers (cwm_tr8) */
 static void test_transposed_pack(void) {
@@ -570,6 +651,7 @@ int main(void) {
   test_padded_tile();
   test_padded_edge();
   test_padded_rows();
+  test_whole_reduction();
   test_strided_tile();
   test_simd_reduction();
   test_short_rows();

@@ -61,5 +61,9 @@ int cwm_attached_count(const cwm_state *s, int stage, int iter);
 int cwm_compute_location_candidates(const cwm_state *s, int stage, int *target, int *iters);
 /* Two or more parallel loops on one path from a root stage through its attached stages. */
 int cwm_has_nested_parallel(const cwm_state *s);
+/* Step `step` of s's step list is the split of a reduction axis in a multi-level tiling (a
+ * one-length SP of a stage whose spatial axes have three-length SPs, over an extent one of its
+ * op's reduction axes has): the split whose inner length may hold the whole reduction. */
+int cwm_splits_reduction(const cwm_state *s, int step);
 
 #endif

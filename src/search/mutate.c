@@ -14,14 +14,20 @@ static const int UNROLL_STEPS[] = {0, 16, 64, 512};
 #define FAIL_NO(...) cwm_fail(err, CWM_ESTEP, __VA_ARGS__)
 
 /* MutateTileSize: move a divisor of one level's length to another level of one SP step; the
- * outermost level is implicit (extent / product). */
+ * outermost level is implicit (extent / product). The innermost length stays within
+ * max_innermost, except a reduction's split in a multi-level tiling, whose inner level may
+ * hold the whole reduction (annotate.c draws it so). */
+static long inner_cap(const cwm_state *s, const cwm_space_opts *o, int id) {
+  return cwm_splits_reduction(s, id) ? s->steps[id].extent : o->max_innermost;
+}
+
 static int mutate_tile(const cwm_state *s, const cwm_space_opts *o, cwm_rng *r, cwm_step *steps,
                        cwm_err *err) {
   int ids[CWM_MAX_STEPS], n = 0;
   for (int i = 0; i < s->nsteps; i++) {
     const cwm_step *st = &s->steps[i];
     if (st->kind == CWM_S_SP && st->extent > 0 && st->n > 0 && st->v[st->n - 1] > 0 &&
-        st->v[st->n - 1] <= o->max_innermost)
+        st->v[st->n - 1] <= inner_cap(s, o, i))
       ids[n++] = i;
   }
   if (n == 0) return FAIL_NO("no split to mutate");
@@ -48,9 +54,10 @@ static int mutate_tile(const cwm_state *s, const cwm_space_opts *o, cwm_rng *r, 
     if (len[src] <= 1) continue;
     int f[2048], nf = cwm_divisors(len[src], INT_MAX, f, 2048), divide;
     if (dst == nl - 1) {
-      /* keep the innermost length within max_innermost */
+      /* keep the innermost length within its cap */
       int top = nf - 1;
-      while (top >= 1 && (long)f[top] * len[dst] > o->max_innermost) top--;
+      long cap = inner_cap(s, o, id);
+      while (top >= 1 && (long)f[top] * len[dst] > cap) top--;
       if (top == 0) continue;
       divide = f[1 + cwm_rng_int(r, top)];
     } else {

@@ -86,6 +86,20 @@ int cwm_stage_is_tiled(const cwm_state *s, int p) {
   return s->stages[p].niters != base_iters(s, p);
 }
 
+int cwm_splits_reduction(const cwm_state *s, int step) {
+  if (step < 0 || step >= s->nsteps) return 0;
+  const cwm_step *st = &s->steps[step];
+  if (st->kind != CWM_S_SP || st->n != 1 || st->stage < 0 || st->stage >= s->nstages) return 0;
+  int multi = 0;
+  for (int i = 0; i < s->nsteps && !multi; i++)
+    multi = s->steps[i].kind == CWM_S_SP && s->steps[i].stage == st->stage && s->steps[i].n == 3;
+  if (!multi || cwm_stage_is_placeholder(s, st->stage)) return 0;
+  const cwm_op *b = cwm_stage_body_op(s, st->stage);
+  for (int k = 0; b && k < b->nred; k++)
+    if (b->red_extent[k] == st->extent) return 1;
+  return 0;
+}
+
 static int has_reduce_iter(const cwm_state *s, int p) {
   const cwm_stage *sg = &s->stages[p];
   for (int i = 0; i < sg->niters; i++)
