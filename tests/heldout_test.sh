@@ -43,4 +43,19 @@ sh bench/heldout.sh --cwm "$T/cwm_new" --anchors "$T/anchors" --repeats 1 --ids 
 grep -q '^first$' "$T/R3.md" || fail "--marker replaced the other table"
 grep -q '^second$' "$T/R3.md" && fail "--marker left its own table"
 grep -q '^| clip_qkv | odd-sized matmul | 10.00 | 20.00 | 2.000 |' "$T/R3.md" || fail "--marker wrote no row"
+# --target: cwm is asked for that instruction set, oneDNN held to it; an unknown one is refused
+cat > "$T/cwm_t" <<'EOS'
+#!/bin/sh
+echo "$*" >> "${0%/*}/cwm_t.args"
+exec "${0%/*}/cwm_new" "$@"
+EOS
+printf '#!/bin/sh\necho "${ONEDNN_MAX_CPU_ISA:-none}" >> "${0%%/*}/isa"\nexec "${0%%/*}/anchors" "$@"\n' > "$T/anchors_t"
+chmod +x "$T/cwm_t" "$T/anchors_t"
+sh bench/heldout.sh --cwm "$T/cwm_t" --anchors "$T/anchors_t" --repeats 1 --ids clip_qkv --out "$T/out4" \
+  --target avx2 > "$T/log4" || fail "--target run failed: $(cat "$T/log4")"
+[ "$(grep -c -- '--target avx2' "$T/cwm_t.args")" = 2 ] || fail "cwm was not asked for avx2: $(cat "$T/cwm_t.args")"
+[ "$(cat "$T/isa")" = AVX2 ] || fail "oneDNN was not held to AVX2: $(cat "$T/isa")"
+grep -q -- '--target avx2' "$T/out4/heldout.md" || fail "the table does not name the target"
+if sh bench/heldout.sh --cwm "$T/cwm_t" --anchors "$T/anchors_t" --target neon > "$T/log5" 2>&1; then fail "--target neon accepted"; fi
+grep -q -- '--target takes' "$T/log5" || fail "unclear error: $(cat "$T/log5")"
 echo "heldout_test: ok"
