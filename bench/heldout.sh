@@ -166,7 +166,7 @@ awk -F'\t' 'function add(k) { l[k] += log($7); c[k]++; if (!(k in mn) || $7 < mn
     "$TRIALS" "$THREADS" "$MODEL" "$REPEATS" "$([ "$SEED" = 1 ] || echo " --seed $SEED")$([ "$TARGET" = native ] || echo " --target $TARGET")" \
     "${BEFORE:+ --before OLD_CWM}" "$CPU" "$REPEATS"
   printf "interleaved re-timings; vs oneDNN = oneDNN's time / cwm's (above 1: cwm is faster)%s.\n\n" \
-    "${BEFORE:+; before: the same for the code generator of the older build, tuned and timed in the same run}"
+    "${BEFORE:+; before: the same for the older build (its search and code generator), tuned and timed in the same run}"
   printf "| kind of layer | layers | before | vs oneDNN (geomean) | lowest (layer) |\n|---|---:|---:|---:|---|\n"
   awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}' "$OUT/summary.tsv"
   printf "\n| layer | kind | cwm us | oneDNN us | vs oneDNN | before |\n|---|---|---:|---:|---:|---:|\n"
