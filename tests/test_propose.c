@@ -105,6 +105,70 @@ static int first_diff(const char *a, const char *b) {
   return line;
 }
 
+/* A model that ranks every tiled program above every untiled one (no SP step): a model trained
+ * on other workloads, blind to the family that wins on this one. */
+static int tiling_predict(cwm_costmodel *m, cwm_state *const *states, int n, double *scores, cwm_err *err) {
+  (void)m;
+  (void)err;
+  for (int i = 0; i < n; i++) {
+    int tiled = 0;
+    for (int k = 0; k < states[i]->nsteps; k++) tiled |= states[i]->steps[k].kind == CWM_S_SP;
+    cwm_buf b;
+    cwm_buf_init(&b);
+    cwm_steps_print(states[i]->steps, states[i]->nsteps, &b);
+    uint64_t h = b.s ? cwm_hash64(b.s, strlen(b.s)) : 0;
+    cwm_buf_free(&b);
+    scores[i] = tiled ? 1.0 + (double)(h % 1000) / 1000.0 : 0.0;
+  }
+  return 0;
+}
+static int tiling_update(cwm_costmodel *m, cwm_state *const *s, const cwm_record *r, int n, cwm_err *err) {
+  (void)m, (void)s, (void)r, (void)n, (void)err;
+  return 0;
+}
+static void tiling_free(cwm_costmodel *m) { (void)m; }
+
+/* Whether the first round over decode-time attention proposes its untiled program (the vector dot
+ * product) under a model that ranks it last, with the family quota quota (-1: the model's). */
+static int proposes_untiled(double model_quota, double quota) {
+  cwm_costmodel m = {.name = "tiling", .update = tiling_update, .predict = tiling_predict,
+                     .free = tiling_free, .family_quota = model_quota};
+  cwm_err e = {0};
+  cwm_workload *w = cwm_workload_from_spec("batch_matmul B=2 M=1 N=20 K=37", NULL, &e);
+  cwm_task *t = w ? cwm_task_new(w, NULL, &e) : NULL;
+  cwm_tune_opts o;
+  cwm_tune_opts_default(&o);
+  o.population = 256;
+  o.generations = 1;
+  o.eps_greedy = 0; /* no random picks: only the search's own choices */
+  o.family_quota = quota;
+  cwm_tuner *tu = t ? cwm_tuner_new(t, &m, &o, &e) : NULL;
+  CHECKF(tu != NULL, "%s", e.msg);
+  cwm_state **picks = NULL;
+  int np = 0, found = 0;
+  if (tu) CHECKF(cwm_tuner_propose(tu, WANT, &picks, &np, &e) == 0, "%s", e.msg);
+  for (int i = 0; i < np; i++) {
+    int sp = 0;
+    for (int k = 0; k < picks[i]->nsteps; k++) sp |= picks[i]->steps[k].kind == CWM_S_SP;
+    found += !sp;
+    cwm_state_free(picks[i]);
+  }
+  free(picks);
+  cwm_tuner_free(tu);
+  cwm_task_free(t);
+  cwm_workload_free(w);
+  return found;
+}
+
+/* The world model's search (a family quota) measures the model's best program of every sketch in
+ * its first round, so a family the model ranks last is measured once; TVM's search (no quota)
+ * does not. */
+static void test_sketch_coverage(void) {
+  CHECKF(proposes_untiled(0.25, -1) == 1, "with the quota: %d untiled programs proposed", proposes_untiled(0.25, -1));
+  CHECKF(proposes_untiled(0, -1) == 0, "without the quota: %d untiled programs proposed", proposes_untiled(0, -1));
+  CHECKF(proposes_untiled(0.25, 0) == 0, "quota turned off: %d untiled programs proposed", proposes_untiled(0.25, 0));
+}
+
 int main(void) {
   cwm_codegen_set_lanes(16);
   int write = getenv("CWM_GOLDEN_WRITE") != NULL;
@@ -135,5 +199,6 @@ int main(void) {
     free(got);
   }
   cwm_pool_set_threads(0);
+  test_sketch_coverage();
   return test_done();
 }

@@ -98,6 +98,15 @@ static void test_sketch_counts(void) {
   CHECKF(has_sketch("layernorm M=8 N=40", "[]"), "layer norm: no sketch keeps the output untiled");
   CHECKF(has_sketch("layernorm M=8 N=40", "[[\"CHW\",5,\"local\"]"), "layer norm: no tiled sketch");
   CHECKF(!has_sketch("dense M=16 N=32 K=24 bias=1 act=gelu", "[]"), "dense: an untiled sketch");
+  /* Decode-time attention (one query row; the keys [B, N, K] read across N with a stride, each
+   * key by one output only) also keeps its untiled form: a vector dot product over K that reads
+   * the keys in place. Not where the keys serve several rows (M = 16), nor for a weight, which is
+   * packed ahead of time (a decode-time dense layer, M = 1), nor when K is shorter than a vector. */
+  CHECKF(has_sketch("batch_matmul B=2 M=1 N=20 K=37", "[]"), "decode attention: no untiled sketch");
+  CHECKF(has_sketch("batch_matmul B=2 M=1 N=20 K=37", "[[\"CHW\""), "decode attention: no tiled sketch");
+  CHECKF(!has_sketch("batch_matmul B=2 M=16 N=20 K=37", "[]"), "attention over 16 rows: an untiled sketch");
+  CHECKF(!has_sketch("dense M=1 N=64 K=48 bias=0 act=none", "[]"), "decode dense: an untiled sketch");
+  CHECKF(!has_sketch("batch_matmul B=2 M=1 N=20 K=4", "[]"), "K = 4: an untiled sketch");
 
   static const char *kinds[] = {
       "dense M=16 N=32 K=24 bias=1 act=gelu", "dense M=8 N=8 K=256 bias=0 act=none",

@@ -187,6 +187,50 @@ static int strictly_inlineable(const cwm_state *s, int p) {
   return reads_in_order(b->body) && !cwm_expr_has_call(b->body) && !cwm_expr_has_select(b->body);
 }
 
+/* What dot_product_form learns from the reads of a body: ok stays 1 while every read takes the
+ * last reduction axis (kv) only as its last index, plainly, or not at all; once is set by a
+ * read of a tensor that is not a weight, walks the innermost output axis (jv) with a stride and
+ * takes every output axis longer than 1 (each of its elements serves one output only). */
+typedef struct {
+  int ok, once;
+} dot_scan;
+
+static void scan_dot(const cwm_workload *w, const cwm_op *b, const cwm_expr *e, int kv, int jv, dot_scan *d) {
+  if (!e) return;
+  if (e->kind == CWM_X_READ && e->nargs > 0) {
+    int head[2 * CWM_MAX_DIMS] = {0}, tail[2 * CWM_MAX_DIMS] = {0};
+    for (int i = 0; i < e->nargs; i++) gather_vars(e->args[i], i + 1 < e->nargs ? head : tail);
+    const cwm_expr *last = e->args[e->nargs - 1];
+    int last_is_k = last->kind == CWM_X_VAR && last->var == kv;
+    if (head[kv] || (tail[kv] && !last_is_k)) d->ok = 0;
+    int every = 1;
+    for (int a = 0; a < b->ndim; a++)
+      if (b->shape[a] > 1 && !head[a] && !tail[a]) every = 0;
+    int weight = e->tensor >= 0 && e->tensor < w->nops && w->ops[e->tensor].is_const;
+    if (last_is_k && head[jv] && every && !weight) d->once = 1;
+  }
+  for (int i = 0; i < e->nargs; i++) scan_dot(w, b, e->args[i], kv, jv, d);
+}
+
+/* Beyond Ansor: a product whose reduction is the contiguous axis of every read, with an operand
+ * that is read across the innermost output axis with a stride and serves one output element only:
+ * decode-time attention, one query row against a [B, N, K] key cache. Multi-level tiling
+ * vectorizes the output axis, which needs that operand transposed into a pack on every call, all
+ * of it copied for a single use; it is not a weight, so the pack cannot be made ahead. Untiled,
+ * the reduction runs innermost as a vector dot product (the accumulate-in-a-scalar path of
+ * codegen, accum.c) that reads the operand once, in place. */
+static int dot_product_form(const cwm_state *s, int p) {
+  if (cwm_stage_is_placeholder(s, p) || s->stages[p].tid != s->stages[p].body_tid) return 0;
+  const cwm_op *b = cwm_stage_body_op(s, p);
+  if (b->nred == 0 || b->red_extent[b->nred - 1] < 8) return 0;
+  int jv = b->ndim - 1;
+  while (jv >= 0 && b->shape[jv] == 1) jv--;
+  if (jv < 0) return 0;
+  dot_scan d = {1, 0};
+  scan_dot(cwm_dag_workload(s->dag), b, b->body, b->ndim + b->nred - 1, jv, &d);
+  return d.ok && d.once;
+}
+
 /* Ansor's HasCacheWriteStage: was a CHW applied to the stage now at id p? Stage ids are traced
  * back through the steps that inserted stages. */
 static int has_cache_write(const cwm_state *s, int p) {
@@ -479,6 +523,8 @@ static void expand(item it, items *next) {
    * 6.8 us untiled; the best of 64 tiled, cache-written candidates 12 us). */
   if (tile && cwm_stage_body_op(s, p)->nred == 0 && !has_cache_write(s, p))
     push(next, cwm_state_clone(s), p - 1);
+  /* Beyond Ansor: a dot-product stage keeps its untiled form too (dot_product_form) */
+  if (tile && !has_cache_write(s, p) && dot_product_form(s, p)) push(next, cwm_state_clone(s), p - 1);
   /* AddCacheWrite (apply, keep going): the cached stage is visited again with fusion */
   if (tile && !ew) {
     cwm_state *t = cwm_state_clone(s);
