@@ -359,6 +359,18 @@ int main(void) {
          "unknown option");
   check_usage_errors(W);
   check_help_audit();
+  /* --version names the version, the CPU, the target kernels are built for and the model found */
+  {
+    char err[8192], out[8192];
+    int rc = run_cwm(NULL, (const char *const[]){"cwm", "--version", NULL}, err, sizeof err, out);
+    CHECKF(rc == 0 && !strncmp(out, "cwm " CWM_VERSION "\n", strlen("cwm " CWM_VERSION "\n")) &&
+               strstr(out, "\ncpu: ") && strstr(out, "\nkernels: ") && strstr(out, "\ncompiler: ") &&
+               strstr(out, "\nmodel: "),
+           "cwm --version: exit %d: %s%s", rc, out, err);
+    rc = run_cwm(NULL, (const char *const[]){"cwm", "--target", "sse4", "--version", NULL}, err, sizeof err, out);
+    CHECKF(rc == 0 && strstr(out, "kernels:  sse4, 16-byte vectors") && strstr(out, "-msse4.2"),
+           "cwm --target sse4 --version: exit %d: %s%s", rc, out, err);
+  }
   check_json(W);
   /* networks from ONNX: a file that is not a model, a missing one, and options checked before work */
   {

@@ -4,6 +4,8 @@
 #include "cli.h"
 #include "env.h"
 
+#include "cwm/world.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@ static const char *USAGE =
     "cwm " CWM_VERSION ": a tensor-program auto-scheduler with a compiler world model\n"
     "\n"
     "usage: cwm <command> [options]   (cwm <command> --help for its options)\n"
+    "       cwm --version                 (with this machine's CPU, target, compiler and files)\n"
     "\n"
     "commands:\n"
     "  show      print a workload's text and its initial loop-nest state\n"
@@ -85,6 +88,35 @@ static const char *USAGE_MORE =
     "  OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE\n"
     "                     set by mpirun: above 1, this process is a rank of an MPI job\n";
 
+/* The version, then what a bug report needs: the CPU and the target kernels are built for, the
+ * compiler, and the files found (model, suite, cache). */
+static int print_version(void) {
+  cwm_measure_opts mo;
+  cwm_measure_opts_default(&mo);
+  cli_env_measure(&mo);
+  cwm_target t;
+  cwm_target_detect(&t, 1, mo.cc, mo.cflags);
+  printf("cwm %s\n", CWM_VERSION);
+  printf("cpu:      %s", t.model);
+  if (t.cpuid[0]) printf(" (family.model %s)", t.cpuid);
+  printf(", %d cores\n", t.cores);
+  printf("kernels:  %s, %d-byte vectors, %d-float register tiles\n", t.isa, t.vec_bytes, cwm_codegen_lanes());
+  printf("caches:  ");
+  const long sz[3] = {t.l1d, t.l2, t.l3};
+  const char *nm[3] = {"L1d", "L2", "L3"};
+  int any = 0;
+  for (int i = 0; i < 3; i++)
+    if (sz[i] >= 1L << 20 && sz[i] % (1L << 20) == 0) printf("%s %s %ld MiB", any++ ? "," : "", nm[i], sz[i] >> 20);
+    else if (sz[i] > 0) printf("%s %s %ld KiB", any++ ? "," : "", nm[i], sz[i] >> 10);
+  printf("%s\n", any ? "" : " unknown");
+  printf("compiler: %s %s\n", t.cc, t.cflags);
+  const char *model = cwm_world_default_path();
+  printf("model:    %s\n", model ? model : "none found (tune uses Ansor's online model)");
+  printf("suite:    %s\n", cwm_suite_default_path());
+  printf("cache:    %s\n", cwm_measure_cache_dir(&mo));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   cli_env_apply();
   cli_report_begin();
@@ -108,10 +140,7 @@ int main(int argc, char **argv) {
     printf("%s%s", USAGE, USAGE_MORE);
     return 0;
   }
-  if (!strcmp(argv[1], "--version")) {
-    printf("cwm %s\n", CWM_VERSION);
-    return 0;
-  }
+  if (!strcmp(argv[1], "--version")) return print_version();
   static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
       {"show", cmd_show},       {"sample", cmd_sample}, {"replay", cmd_replay},
       {"codegen", cmd_codegen}, {"measure", cmd_measure}, {"demo", cmd_demo},
