@@ -279,14 +279,15 @@ static int score_all(struct cwm_tuner *t, cand_t *pop, int n, cwm_err *err) {
 }
 
 /* Beyond Ansor: in the first round of a model with a family quota (world), the model's best
- * candidate of each sketch whose family (cwm_state_family) no greedy pick has replaces one of the
- * lowest-ranked greedy picks, at most cap of them. The initial samples are deduplicated, so a
+ * candidate of each sketch whose family (cwm_state_family) no greedy pick has joins the picks
+ * (up to room of them) or replaces the lowest-ranked greedy pick, at most cap of them. The initial samples are deduplicated, so a
  * sketch with few distinct programs is nearly absent from the population (the untiled dot
  * product of decode-time attention: 4 of 2,048 samples), and a model trained on other workloads
  * can rank it low where it wins (gpt2_dec_bmm_qk: 15.6 us untiled, 28 us the best of 64 tiled
  * picks). SKETCH_DRAWS samples of each sketch are scored. */
 #define SKETCH_DRAWS 8
-static int sketch_picks(struct cwm_tuner *t, int cap, cwm_state **out, int nout, cwm_hset *chosen, cwm_err *err) {
+static int sketch_picks(struct cwm_tuner *t, int cap, cwm_state **out, int *nout, int room, cwm_hset *chosen,
+                        cwm_err *err) {
   cwm_state **sk = NULL;
   int nsk = 0, rc = cwm_sketches(cwm_task_dag(t->task), &sk, &nsk, err);
   if (rc) return rc;
@@ -315,14 +316,18 @@ static int sketch_picks(struct cwm_tuner *t, int cap, cwm_state **out, int nout,
   }
   qsort(c, (size_t)nb, sizeof *c, cmp_cand);
   cwm_hset fams = {0};
-  for (int i = 0; i < nout; i++) cwm_hset_add(&fams, cwm_state_family(out[i]));
-  for (int i = 0, last = nout - 1; i < nb && cap > 0 && last >= 0; i++) {
+  for (int i = 0; i < *nout; i++) cwm_hset_add(&fams, cwm_state_family(out[i]));
+  for (int i = 0, last = *nout - 1; i < nb && cap > 0 && (*nout < room || last >= 0); i++) {
     uint64_t f = cwm_state_family(c[i].s);
     if (cwm_hset_has(&fams, f) || cwm_hset_has(chosen, c[i].h)) continue;
     cwm_hset_add(&fams, f);
     cwm_hset_add(chosen, c[i].h);
-    cwm_state_free(out[last]);
-    out[last--] = c[i].s;
+    if (*nout < room) { /* a round the greedy picks did not fill */
+      out[(*nout)++] = c[i].s;
+    } else {
+      cwm_state_free(out[last]);
+      out[last--] = c[i].s;
+    }
     c[i].s = NULL;
     cap--;
   }
@@ -433,7 +438,7 @@ static int search_round(struct cwm_tuner *t, int want, cwm_state ***picks, int *
     cwm_hset_add(&chosen, best.c[i].h);
     best.c[i].s = NULL;
   }
-  if (!t->nmeas && fq > 0 && rc == 0) rc = sketch_picks(t, (int)(fq * want / 4 + 0.999), out, nout, &chosen, err);
+  if (!t->nmeas && fq > 0 && rc == 0) rc = sketch_picks(t, (int)(fq * want / 4 + 0.999), out, &nout, want - nrand, &chosen, err);
   for (int tries = 0; tries < ninit * 2 && nout < want; tries++) {
     cwm_state *s = init[cwm_rng_int(&t->rng, ninit)];
     uint64_t h = state_hash(s);
