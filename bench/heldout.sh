@@ -8,7 +8,8 @@
 #                         [--marker NAME] [--seed S] [--target NAME]
 # For each row it tunes N trials (default 64) with the model (default world), T threads (default
 # 1) and search seed S (default 1), logging to DIR/ID.jsonl (a rerun resumes: raise --trials to go
-# on), and exports the best schedule. Then, R times (default 3), row after row, it times oneDNN's
+# on; a row whose summary DIR/ID.json shows all N trials is not tuned again), and exports the best
+# schedule. Then, R times (default 3), row after row, it times oneDNN's
 # kernel (anchors_main, median of 7 repeats of >= 50 ms) and re-times cwm's best schedule (`cwm
 # measure`, 5 repeats of >= 50 ms), interleaved so that the machine's drift falls on both. It prints and writes
 # (DIR/heldout.tsv, DIR/heldout.md) the medians, cwm's speed as a fraction of oneDNN's
@@ -104,7 +105,20 @@ CPU=$(awk -f "$LIB/cpu.awk" /proc/cpuinfo)
 [ "$TARGET" = native ] || CPU="$CPU, code for --target $TARGET"
 printf "heldout: %d layers, %s, %s trials each, %s thread(s), model %s, %s interleaved repeats\n" "$n" \
   "$CPU" "$TRIALS" "$THREADS" "$MODEL" "$REPEATS"
+# whether dir/id was tuned to the end before: its summary counts --trials records and its kernel was
+# exported (a stopped run writes no summary, or one that counts fewer); such a row is not run
+# again, so that a resumed run of many rows does not re-confirm every finished one
+tuned() { # dir id
+  [ -s "$1/$2.json" ] && [ -s "$1/$2/steps.txt" ] &&
+    awk -v want="$TRIALS" '{ t = $0; sub(/.*"trials":/, "", t); m = $0; sub(/.*"measured":/, "", m)
+      r = $0; sub(/.*"resumed":/, "", r); ok = /"trials":/ && /"measured":/ && /"resumed":/ && t + 0 == want && m + r >= want }
+      END { exit !ok }' "$1/$2.json"
+}
 tune() { # cwm dir id
+  if tuned "$2" "$3"; then
+    : > "$2/$3/cwm.txt"
+    return 0
+  fi
   "$1" tune --target "$TARGET" --workload "$3" --model "$MODEL" --trials "$TRIALS" --seed "$SEED" --threads "$THREADS" --log "$2/$3.jsonl" \
     --export "$2/$3" --name k --summary "$2/$3.json" --quiet > "$2/$3.out" 2> "$2/$3.err" ||
     { tail -3 "$2/$3.err"; echo "heldout: tuning $3 with $1 failed" >&2; exit 1; }

@@ -51,6 +51,18 @@ exec "${0%/*}/cwm_new" "$@"
 EOS
 printf '#!/bin/sh\necho "${ONEDNN_MAX_CPU_ISA:-none}" >> "${0%%/*}/isa"\nexec "${0%%/*}/anchors" "$@"\n' > "$T/anchors_t"
 chmod +x "$T/cwm_t" "$T/anchors_t"
+# a row tuned to the end before (its summary counts the trials asked for) is not tuned again;
+# one whose summary counts fewer (a stopped run) is
+echo '{"workload":"clip_qkv","trials":64,"best_us":9.5,"measured":40,"resumed":24,"errors":0}' > "$T/out3/clip_qkv.json"
+sh bench/heldout.sh --cwm "$T/cwm_t" --anchors "$T/anchors" --repeats 1 --ids clip_qkv --out "$T/out3" > "$T/log6" ||
+  fail "rerun failed: $(cat "$T/log6")"
+[ ! -f "$T/cwm_t.args" ] || [ "$(grep -c '^tune ' "$T/cwm_t.args")" = 0 ] || fail "a finished row was tuned again"
+grep -q '^clip_qkv' "$T/out3/heldout.tsv" || fail "the finished row was not re-timed"
+echo '{"workload":"clip_qkv","trials":64,"best_us":9.5,"measured":30,"resumed":0,"errors":0}' > "$T/out3/clip_qkv.json"
+sh bench/heldout.sh --cwm "$T/cwm_t" --anchors "$T/anchors" --repeats 1 --ids clip_qkv --out "$T/out3" > "$T/log7" ||
+  fail "rerun failed: $(cat "$T/log7")"
+grep -q '^tune ' "$T/cwm_t.args" || fail "a row stopped short was not tuned again"
+rm -f "$T/cwm_t.args"
 sh bench/heldout.sh --cwm "$T/cwm_t" --anchors "$T/anchors_t" --repeats 1 --ids clip_qkv --out "$T/out4" \
   --target avx2 > "$T/log4" || fail "--target run failed: $(cat "$T/log4")"
 [ "$(grep -c -- '--target avx2' "$T/cwm_t.args")" = 2 ] || fail "cwm was not asked for avx2: $(cat "$T/cwm_t.args")"
